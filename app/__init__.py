@@ -1,0 +1,1 @@
+"""Codec Lens application layer: CLI entry points and the Gradio app."""

@@ -1,0 +1,1 @@
+"""Codec Lens backend: the selection pipeline and analyses as pure functions over records."""

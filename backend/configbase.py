@@ -1,0 +1,65 @@
+"""Validation helpers shared by the stage config dataclasses.
+
+Every config is a frozen, keyword-only dataclass whose fields carry UI metadata
+(``label``, ``min``, ``max``, ``step``, ``help``, ``choices``); the same metadata
+drives validation here, the CLI and the app's generated controls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Literal
+
+Profile = Literal["parity", "clean"]
+PROFILES: tuple[str, ...] = ("parity", "clean")
+
+
+def param(
+    default: Any,
+    *,
+    label: str,
+    help: str,  # noqa: A002 - mirrors argparse/Gradio naming
+    choices: Sequence[str] | None = None,
+    min: float | None = None,  # noqa: A002
+    max: float | None = None,  # noqa: A002
+    step: float | None = None,
+) -> Any:
+    """A dataclass field with UI/validation metadata."""
+    meta = {"label": label, "help": help, "choices": tuple(choices) if choices else None}
+    meta.update({"min": min, "max": max, "step": step})
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _fmt(values: Sequence[Any]) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def validate_fields(config: Any) -> None:
+    """Check every field against its metadata; raise the project's ValueError style."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        meta = field.metadata
+        name = field.name.replace("_", " ")
+        choices = meta.get("choices")
+        if choices is not None and value not in choices:
+            raise ValueError(
+                f"Invalid {name} ({value!r}). Supported values are {_fmt(choices)}."
+            )
+        lo, hi = meta.get("min"), meta.get("max")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if lo is not None and value < lo:
+            bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            raise ValueError(f"Invalid {name} ({value!r}). Supported values are {bound}.")
+        if hi is not None and value > hi:
+            bound = f"at most {hi}" if lo is None else f"between {lo} and {hi}"
+            raise ValueError(f"Invalid {name} ({value!r}). Supported values are {bound}.")
+
+
+def field_help(config_cls: type) -> dict[str, dict[str, Any]]:
+    """Field name -> metadata dict (label, help, choices, min, max, step, default)."""
+    out: dict[str, dict[str, Any]] = {}
+    for field in dataclasses.fields(config_cls):
+        out[field.name] = dict(field.metadata) | {"default": field.default}
+    return out

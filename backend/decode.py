@@ -1,0 +1,271 @@
+"""Decode stage: candidate pixels and per-frame bitcost grids in one reader pass."""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from backend.configbase import PROFILES, Profile, param, validate_fields
+from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
+from backend.records import Candidates, DecodedFrames, Geometry, VideoInfo, Warning_
+from native import gateway
+
+BITCOST_GRIDS = ("adaptive", "sub", "mb", "ctu")
+PIXEL_SOURCES = ("fast_reader", "full_decode")
+GRID_KEYS = {"sub": "sub_mb_bit_cost", "mb": "mb_bit_cost", "ctu": "ctu_bit_cost"}
+_FALLBACK_ORDER = ("sub_mb_bit_cost", "mb_bit_cost", "ctu_bit_cost")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeConfig:
+    """Which bitcost grid to read and where pixels come from."""
+
+    bitcost_grid: str = param(
+        "adaptive",
+        label="Bitcost grid",
+        help="adaptive: CTU/superblock for HEVC/VP9, macroblock otherwise; sub: 4×4 cells",
+        choices=BITCOST_GRIDS,
+    )
+    pixel_source: str = param(
+        "fast_reader",
+        label="Pixels",
+        help="fast_reader: cvp's reader (loop filter skipped); full_decode: a normal, "
+        "deblocked decode (clean profile only)",
+        choices=PIXEL_SOURCES,
+    )
+    workers: int = param(
+        2, label="Decode workers", help="processes for the clean profile's split read", min=1, max=64
+    )
+    profile: Profile = param(
+        "clean",
+        label="Profile",
+        help="parity reads like cvp (target-only pruning, copy backfill); clean gives "
+        "every frame its own bitcost",
+        choices=PROFILES,
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+        if self.profile == "parity" and self.pixel_source != "fast_reader":
+            raise ValueError(
+                f"Invalid pixel source ({self.pixel_source!r}) for the parity profile. "
+                "Supported values are 'fast_reader'."
+            )
+
+
+def grid_for_codec(grid: str, codec_name: str) -> str:
+    """Resolve ``adaptive`` to the codec's native grid: ctu for HEVC/VP9, mb otherwise."""
+    if grid in ("adaptive", "auto"):
+        return "ctu" if codec_name in ("hevc", "h265", "vp9") else "mb"
+    return grid
+
+
+def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
+    if not gateway.bitcost_reader_available():
+        raise BitcostUnavailableError(
+            "bitcost needs codec-video-prep's patched reader, which is not installed on this "
+            "platform (Linux x86-64 wheel only)",
+            path=info.path,
+            stage="decode",
+        )
+    if info.codec_name not in gateway.BITCOST_CODECS:
+        raise UnsupportedVideoError(
+            f"codec {info.codec_name} has no bitcost (supported: {', '.join(gateway.BITCOST_CODECS)})",
+            path=info.path,
+            stage="decode",
+        )
+    if config.profile == "parity" and info.width % 16:
+        raise UnsupportedVideoError(
+            f"frame width {info.width} (size {info.width}x{info.height}) is not a multiple of 16: "
+            "partial macroblock columns misalign cvp's stretched bitcost grid; use --profile clean",
+            path=info.path,
+            stage="decode",
+        )
+
+
+def _to_processed(bgr: np.ndarray, processed_hw: tuple[int, int]) -> np.ndarray:
+    """BGR reader output → RGB at the processed size (cvp's prepare_frames resize)."""
+    rgb = bgr[:, :, ::-1]
+    h, w = processed_hw
+    if rgb.shape[:2] != (h, w):
+        shrink = h < rgb.shape[0] or w < rgb.shape[1]
+        rgb = cv2.resize(
+            np.ascontiguousarray(rgb), (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+        )
+    return rgb
+
+
+def _read_parts(args: tuple[Any, ...]) -> list[dict[str, Any]]:
+    path, ids, seek, end, w, h, pixels = args
+    return gateway.read_bitcost_segment(
+        path, ids, seek_frame=seek, end_frame=end, export_pixels=pixels, out_width=w, out_height=h
+    )
+
+
+def _read_clean(info: VideoInfo, ids: list[int], geometry: Geometry, config: DecodeConfig, pixels: bool) -> list[dict[str, Any]]:
+    """Unpruned read; split at keyframes across processes for MP4 inputs."""
+    h, w = geometry.prepared_hw
+    uniq = sorted(set(ids))
+    keys = [k for k in info.keyframe_indices if k > 0]
+    # Segment seeking is only trusted where timestamps map cleanly to frames (MP4
+    # family); MPEG-TS seeks land on the wrong frame with this reader.
+    can_split = config.workers > 1 and info.stss_keyframes is not None and keys and len(uniq) > 16
+    if not can_split:
+        return gateway.read_bitcost(
+            info.path, uniq, export_pixels=pixels, out_width=w, out_height=h, target_only=False
+        )
+    # Split at the keyframe closest to the median wanted frame: each part starts at a
+    # keyframe, so the decode work is disjoint and the maps match a serial read.
+    mid = uniq[len(uniq) // 2]
+    cut = min(keys, key=lambda k: abs(k - mid))
+    parts = [[i for i in uniq if i < cut], [i for i in uniq if i >= cut]]
+    jobs = [(info.path, p, p[0], p[-1], w, h, pixels) for p in parts if p]
+    if len(jobs) == 1:
+        return _read_parts(jobs[0])
+    with ProcessPoolExecutor(max_workers=len(jobs)) as pool:
+        results = list(pool.map(_read_parts, jobs))
+    return [item for part in results for item in part]
+
+
+def decode(
+    info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig
+) -> DecodedFrames:
+    """Read pixels and bitcost grids for every candidate frame.
+
+    Parameters
+    ----------
+    info : probe result.
+    candidates : (n,) frame indices to read (repeats allowed).
+    geometry : decoder output and processed sizes.
+    config : grid, pixel source and profile.
+
+    Returns
+    -------
+    DecodedFrames with ``pixels`` (n, H, W, 3) RGB uint8 at ``geometry.processed_hw``
+    and one raw grid per row. In parity, frames the reader returned without bitcost
+    carry a copy of an earlier frame's bitcost, picture type and pixels (cvp quirk 7),
+    each recorded as a ``bitcost_backfill`` warning.
+
+    Raises
+    ------
+    UnsupportedVideoError : codec without bitcost; parity with a width not multiple of 16.
+    BitcostUnavailableError : no frame had the grid the scorer needs.
+    """
+    _check_supported(info, config)
+    ids = [int(i) for i in candidates.frame_indices]
+    parity = config.profile == "parity"
+    # cvp asks ffprobe for the codec name in a format that prints it once per program
+    # too, so MPEG-TS streams resolve to the macroblock grid (why HEVC .ts fails there).
+    reader_codec = "" if (parity and info.has_programs) else info.codec_name
+    fetch_grid = grid_for_codec(config.bitcost_grid, reader_codec)
+    wanted = (GRID_KEYS[fetch_grid],) if fetch_grid in GRID_KEYS else _FALLBACK_ORDER
+    score_key = GRID_KEYS[grid_for_codec(config.bitcost_grid, info.codec_name)]
+    want_reader_pixels = config.pixel_source == "fast_reader"
+    h, w = geometry.prepared_hw
+    try:
+        if parity:
+            items = gateway.read_bitcost(
+                info.path, ids, export_pixels=True, out_width=w, out_height=h, target_only=True
+            )
+        else:
+            items = _read_clean(info, ids, geometry, config, want_reader_pixels)
+    except OSError as exc:
+        raise DecodeError(f"bitcost reader failed ({exc})", path=info.path, stage="decode") from exc
+    lookup = {int(item["frame_idx"]): item for item in items}
+
+    n = len(ids)
+    warnings: list[Warning_] = []
+    source = np.full(n, -1, dtype=np.int32)
+    grids: list[np.ndarray | None] = [None] * n
+    pict: list[str] = ["?"] * n
+    src_item: list[dict[str, Any] | None] = [None] * n
+    last_good: int | None = None
+    for row, fid in enumerate(ids):
+        item = lookup.get(fid)
+        if item is not None and item.get("bitcost") is not None:
+            src_item[row] = item
+            source[row] = fid
+            last_good = row
+        elif parity and last_good is not None:
+            src_item[row] = src_item[last_good]
+            source[row] = source[last_good]
+    if parity:
+        if last_good is None:
+            raise BitcostUnavailableError(
+                "no bitcost for any frame (cv_reader returned none)", path=info.path, stage="decode"
+            )
+        for row in range(n):
+            if src_item[row] is None:  # leading misses copy the *last* valid frame (cvp)
+                src_item[row] = src_item[last_good]
+                source[row] = source[last_good]
+    missing_rows = [r for r in range(n) if src_item[r] is None]
+    if missing_rows and not parity:
+        raise DecodeError(
+            f"{len(missing_rows)} of {n} frames returned no bitcost (first: frame {ids[missing_rows[0]]})",
+            path=info.path,
+            stage="decode",
+        )
+    for row in range(n):
+        if source[row] != ids[row]:
+            warnings.append(
+                Warning_(
+                    "bitcost_backfill",
+                    f"frame {ids[row]}: bitcost missing, backfilled with frame {source[row]}'s "
+                    "bitcost, picture type and pixels",
+                )
+            )
+        item = src_item[row]
+        assert item is not None
+        bitcost = item["bitcost"]
+        present = [k for k in wanted if k in bitcost]
+        key = score_key if score_key in present else next((k for k in _FALLBACK_ORDER if k in present), None)
+        if key is None:
+            raise BitcostUnavailableError(
+                f"cv_reader result missing bitcost data (the reader was asked for {', '.join(wanted)}; "
+                f"the {info.codec_name} stream has {', '.join(sorted(k for k in bitcost if k.endswith('cost')))})",
+                path=info.path,
+                stage="decode",
+                frame_index=ids[row],
+            )
+        grid = np.asarray(bitcost[key])
+        if grid.ndim != 2:
+            raise DecodeError(f"bitcost grid is not 2-D ({grid.shape = })", path=info.path, frame_index=ids[row])
+        grids[row] = grid
+        pict[row] = str(item.get("pict_type", "?"))
+    grid_key = GRID_KEYS.get(fetch_grid, score_key)
+
+    ph, pw = geometry.processed_hw
+    pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
+    if want_reader_pixels:
+        for row in range(n):
+            item = src_item[row]
+            assert item is not None and "pixels" in item
+            pixels[row] = _to_processed(item["pixels"], geometry.processed_hw)
+    else:
+        frames = gateway.decode_frames_rgb(info.path, ids, out_width=pw, out_height=ph)
+        for row, fid in enumerate(ids):
+            if fid not in frames:
+                raise DecodeError("frame not reached by the decoder", path=info.path, frame_index=fid)
+            pixels[row] = frames[fid]
+    if parity:
+        warnings.append(
+            Warning_(
+                "meta_backend_mislabelled",
+                "meta.json decode_backend says ffmpeg_native (cvp hard-codes it); pixels came from "
+                "cv_reader with the loop filter skipped",
+            )
+        )
+    return DecodedFrames(
+        frame_indices=np.asarray(ids, dtype=np.int32),
+        pixels=pixels,
+        grids=tuple(grids),
+        grid_key=grid_key,
+        pict_types=tuple(pict),
+        bitcost_source=source,
+        pixel_source=config.pixel_source,
+        warnings=tuple(warnings),
+    )

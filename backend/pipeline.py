@@ -1,0 +1,294 @@
+"""The selection pipeline: a straight sequence of stage calls dispatched through a registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend import decode as decode_mod
+from backend import group as group_mod
+from backend import keyframes as keyframes_mod
+from backend import pack as pack_mod
+from backend import probe as probe_mod
+from backend import quality as quality_mod
+from backend import sample as sample_mod
+from backend import score as score_mod
+from backend import select as select_mod
+from backend import geometry as geometry_mod
+from backend.configbase import PROFILES, Profile, param, validate_fields
+from backend.errors import PipelineError
+from backend.records import (
+    Candidates,
+    Canvases,
+    DecodedFrames,
+    FrameQuality,
+    Geometry,
+    Groups,
+    ScoreMaps,
+    Selection,
+    VideoInfo,
+    Warning_,
+)
+
+CANVAS_FORMATS = ("jpg", "png")
+ProgressCallback = Callable[[str, float], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelectionOptions:
+    """Every user-facing selection option, named as in cvp's CLI, plus the profile.
+
+    The field metadata is the single schema for validation, the CLI and the app.
+    """
+
+    profile: Profile = param(
+        "clean",
+        label="Profile",
+        help="parity: reproduce codec-video-prep 0.2.5 exactly, defects included; "
+        "clean: fix its defects",
+        choices=PROFILES,
+    )
+    num_sampled_frames: int = param(1024, label="Sampled frames", help="N for uniform_count", min=1, max=100000, step=1)
+    group_size: int = param(32, label="Group size", help="fixed group length; threshold chunk", min=1, max=100000, step=1)
+    images_per_group: int = param(4, label="Images per group", help="canvases per group", min=1, max=1024, step=1)
+    patch: int = param(14, label="Patch", help="patch side in pixels", min=1, max=256, step=1)
+    max_pixels: int = param(153664, label="Max pixels", help="pixel budget per processed frame", min=1, max=100_000_000)
+    block_size: int = param(2, label="Block size", help="patches per block side", min=1, max=16, step=1)
+    min_group_frames: int = param(8, label="Min group frames", help="smallest readiness group", min=1, max=100000, step=1)
+    max_group_frames: int = param(64, label="Max group frames", help="largest readiness group", min=1, max=100000, step=1)
+    bitcost_grid: str = param("adaptive", label="Bitcost grid", help="codec grid to score", choices=decode_mod.BITCOST_GRIDS)
+    canvas_format: str = param("jpg", label="Canvas format", help="jpg (quality 95) or png", choices=CANVAS_FORMATS)
+    grouping_mode: str = param("readiness", label="Grouping", help="readiness or fixed", choices=group_mod.GROUPING_MODES)
+    frame_sampling_mode: str = param(
+        "uniform_count", label="Sampling", help="how candidates are sampled", choices=sample_mod.SAMPLING_MODES
+    )
+    sample_fps: float = param(4.0, label="Sample fps", help="fps sampling rate", min=0.01, max=1000.0)
+    readiness_sum_threshold_mode: str = param(
+        "legacy", label="Threshold mode", help="how the readiness threshold is set", choices=group_mod.THRESHOLD_MODES
+    )
+    readiness_sum_threshold: float = param(0.0, label="Threshold", help="given top-K sum threshold", min=0.0, max=1e12)
+    readiness_norm_sum_threshold: float = param(
+        2250000.0, label="Norm threshold", help="for clamped_sqrt_bpppf", min=0.0, max=1e12
+    )
+    iframe_score_clip_mode: str = param(
+        "none", label="I-frame clip", help="cap I-frame scores", choices=score_mod.IFRAME_CLIP_MODES
+    )
+    iframe_score_clip_percentile: float = param(95.0, label="I-frame clip pct", help="cap percentile", min=0.0, max=100.0)
+    avoid_keyframes: bool = param(True, label="Avoid keyframes", help="shift sampled keyframes to neighbours")
+    pixel_source: str = param(
+        "fast_reader",
+        label="Pixels",
+        help="fast_reader (cvp: loop filter skipped) or full_decode (deblocked; clean only)",
+        choices=decode_mod.PIXEL_SOURCES,
+    )
+    decode_workers: int = param(2, label="Decode workers", help="processes for the clean profile's read", min=1, max=64)
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+        self.stage_configs()  # cross-field checks live in the stage configs
+
+    def replace(self, **changes: Any) -> SelectionOptions:
+        """A copy with some options changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def stage_configs(self) -> dict[str, Any]:
+        """The frozen config of every stage, derived from these options."""
+        prof = self.profile
+        return {
+            "probe": probe_mod.ProbeConfig(profile=prof),
+            "sample": sample_mod.SampleConfig(
+                frame_sampling_mode=self.frame_sampling_mode,
+                num_sampled_frames=self.num_sampled_frames,
+                sample_fps=self.sample_fps,
+                profile=prof,
+            ),
+            "keyframes": keyframes_mod.KeyframeConfig(
+                avoid_keyframes=self.avoid_keyframes,
+                frame_sampling_mode=self.frame_sampling_mode,
+                profile=prof,
+            ),
+            "geometry": geometry_mod.GeometryConfig(
+                patch=self.patch, block_size=self.block_size, max_pixels=self.max_pixels, profile=prof
+            ),
+            "decode": decode_mod.DecodeConfig(
+                bitcost_grid=self.bitcost_grid,
+                pixel_source=self.pixel_source,
+                workers=self.decode_workers,
+                profile=prof,
+            ),
+            "quality": quality_mod.QualityConfig(),
+            "score": score_mod.ScoreConfig(
+                iframe_score_clip_mode=self.iframe_score_clip_mode,
+                iframe_score_clip_percentile=self.iframe_score_clip_percentile,
+            ),
+            "group": group_mod.GroupConfig(
+                grouping_mode=self.grouping_mode,
+                group_size=self.group_size,
+                images_per_group=self.images_per_group,
+                min_group_frames=self.min_group_frames,
+                max_group_frames=self.max_group_frames,
+                readiness_sum_threshold_mode=self.readiness_sum_threshold_mode,
+                readiness_sum_threshold=self.readiness_sum_threshold,
+                readiness_norm_sum_threshold=self.readiness_norm_sum_threshold,
+                profile=prof,
+            ),
+            "select": select_mod.SelectConfig(images_per_group=self.images_per_group, profile=prof),
+            "pack": pack_mod.PackConfig(images_per_group=self.images_per_group),
+        }
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One registry entry: the stage function, its config class and a line of help."""
+
+    name: str
+    function: Callable[..., Any]
+    config_class: type
+    help: str
+
+
+STAGES: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage("probe", probe_mod.probe, probe_mod.ProbeConfig, "container facts, packets, keyframes"),
+        Stage("sample", sample_mod.sample, sample_mod.SampleConfig, "candidate frame indices"),
+        Stage("keyframes", keyframes_mod.avoid_keyframes, keyframes_mod.KeyframeConfig, "keyframe avoidance"),
+        Stage("geometry", geometry_mod.resolve_geometry, geometry_mod.GeometryConfig, "processed size"),
+        Stage("decode", decode_mod.decode, decode_mod.DecodeConfig, "pixels and bitcost grids"),
+        Stage("quality", quality_mod.assess_frames, quality_mod.QualityConfig, "bad-frame mask"),
+        Stage("score", score_mod.score_frames, score_mod.ScoreConfig, "score maps and block scores"),
+        Stage("group", group_mod.build_groups, group_mod.GroupConfig, "readiness or fixed groups"),
+        Stage("select", select_mod.select_blocks, select_mod.SelectConfig, "anchor + top-K blocks"),
+        Stage("pack", pack_mod.pack, pack_mod.PackConfig, "canvases and token records"),
+    )
+}
+
+
+def stage(name: str) -> Stage:
+    """Look a stage up by name; unknown names list the known ones."""
+    try:
+        return STAGES[name]
+    except KeyError:
+        raise ValueError(f"Invalid stage ({name!r}). Supported values are {', '.join(STAGES)}.") from None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one selection run produced, stage by stage."""
+
+    options: SelectionOptions
+    info: VideoInfo
+    candidates: Candidates
+    geometry: Geometry
+    decoded: DecodedFrames
+    quality: FrameQuality
+    scores: ScoreMaps
+    groups: Groups
+    selection: Selection
+    canvases: Canvases
+    warnings: tuple[Warning_, ...]
+    timings_secs: dict[str, float]
+
+
+def run(video: str | Path, *, options: SelectionOptions, on_progress: ProgressCallback | None = None) -> RunResult:
+    """Run every stage on one video.
+
+    Parameters
+    ----------
+    video : path of the video file.
+    options : selection options (profile + cvp options).
+    on_progress : called as ``on_progress(stage_name, fraction_done)`` after each stage.
+
+    Returns
+    -------
+    RunResult holding every stage's record, the warnings that fired and per-stage times.
+
+    Raises
+    ------
+    InputError, UnsupportedVideoError, BitcostUnavailableError, DecodeError, PipelineError.
+    """
+    cfg = options.stage_configs()
+    timings: dict[str, float] = {}
+    names = list(STAGES)
+
+    def call(name: str, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        out = stage(name).function(*args, config=cfg[name])
+        timings[name] = time.perf_counter() - t0
+        if on_progress is not None:
+            on_progress(name, (names.index(name) + 1) / len(names))
+        return out
+
+    t_start = time.perf_counter()
+    info = call("probe", video)
+    sampled = call("sample", info)
+    candidates = call("keyframes", sampled, info)
+    geometry = call("geometry", info)
+    decoded = call("decode", info, candidates, geometry)
+    quality = call("quality", decoded)
+    scores = call("score", decoded, geometry)
+    groups = call("group", info, candidates, scores, geometry)
+    selection = call("select", candidates, scores, quality, groups, geometry)
+    if not selection.groups:
+        raise PipelineError(
+            f"no canvases produced: {candidates.frame_indices.size} candidates never formed a group "
+            f"of at least {max(4, options.min_group_frames)} frames",
+            path=info.path,
+            stage="select",
+        )
+    canvases = call("pack", selection, decoded, geometry)
+    timings["total"] = time.perf_counter() - t_start
+    warnings = _run_warnings(options, info, geometry)
+    warnings += candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
+    return RunResult(
+        options=options,
+        info=info,
+        candidates=candidates,
+        geometry=geometry,
+        decoded=decoded,
+        quality=quality,
+        scores=scores,
+        groups=groups,
+        selection=selection,
+        canvases=canvases,
+        warnings=warnings,
+        timings_secs=timings,
+    )
+
+
+def _run_warnings(options: SelectionOptions, info: VideoInfo, geometry: Geometry) -> tuple[Warning_, ...]:
+    out: list[Warning_] = []
+    if info.frame_count_source == "duration_estimate":
+        out.append(
+            Warning_(
+                "frame_count_estimated",
+                f"frame count {info.total_frames} guessed as round(fps × duration) "
+                f"({info.fps:g} × {info.duration_secs:g}); the {info.format_name} header has none",
+            )
+        )
+    if options.profile == "parity" and options.frame_sampling_mode == "pkt_peak":
+        out.append(Warning_("pkt_peak_is_fps", "frame_sampling_mode pkt_peak ran the fps sampler (cvp quirk 3)"))
+    if geometry.processed_hw != geometry.prepared_hw:
+        out.append(
+            Warning_(
+                "double_resize",
+                f"decoded at {geometry.prepared_hw[1]}x{geometry.prepared_hw[0]} then resized again to "
+                f"{geometry.processed_hw[1]}x{geometry.processed_hw[0]} (cvp quirk 13)",
+            )
+        )
+    if geometry.processed_hw[0] * geometry.processed_hw[1] > info.width * info.height:
+        out.append(
+            Warning_(
+                "upscaled",
+                f"frames upscaled from {info.width}x{info.height} to "
+                f"{geometry.processed_hw[1]}x{geometry.processed_hw[0]}",
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,337 @@
+"""Frozen records passed between pipeline stages, with shape checks and compact reprs."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+TOKEN_COLUMNS: tuple[str, ...] = (
+    "frame_index",
+    "patch_row",
+    "patch_col",
+    "canvas_index",
+    "packed_row",
+    "packed_col",
+    "group_index",
+    "valid",
+)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array(shape={value.shape}, dtype={value.dtype})"
+    if isinstance(value, (tuple, list)) and len(value) > 6:
+        return f"{type(value).__name__}(len={len(value)})"
+    return repr(value)
+
+
+class _ShapeRepr:
+    """Mixin: repr prints array shapes, never array contents."""
+
+    def __repr__(self) -> str:
+        parts = [f"{f.name}={_short(getattr(self, f.name))}" for f in dataclasses.fields(self)]  # type: ignore[arg-type]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True, repr=False)
+class Warning_(_ShapeRepr):
+    """A named, human-readable note about a defect or fallback that fired in a run."""
+
+    code: str
+    """Stable identifier, e.g. ``bitcost_backfill`` or ``tail_dropped``."""
+    message: str
+    """One line for people, e.g. ``frame 37: bitcost missing, backfilled with frame 30's``."""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True, repr=False)
+class VideoInfo(_ShapeRepr):
+    """What the probe stage learnt about a video, without decoding it."""
+
+    path: str
+    size_bytes: int
+    format_name: str
+    codec_name: str
+    width: int
+    height: int
+    fps: float
+    """avg_frame_rate as a float, 0.0 when unknown."""
+    total_frames: int
+    frame_count_source: str
+    """``header`` (nb_frames), ``duration_estimate`` (round(fps × duration)) or ``counted``."""
+    duration_secs: float
+    stream_bit_rate: int
+    format_bit_rate: int
+    start_pts_secs: float
+    packet_pts_secs: np.ndarray
+    """(P,) float64, presentation timestamps of the video packets in presentation order."""
+    packet_size_bytes: np.ndarray
+    """(P,) int64, packet sizes in presentation order (index = frame_index when P == frames)."""
+    packet_is_keyframe: np.ndarray
+    """(P,) bool, keyframe flag from the bitstream/container, presentation order."""
+    stss_keyframes: tuple[int, ...] | None
+    """0-based keyframe indices from the MP4 ``stss`` box (None when absent or not MP4)."""
+    has_programs: bool
+    """True for containers (MPEG-TS) whose probe lists the stream under a program too."""
+
+    def __post_init__(self) -> None:
+        n = self.packet_pts_secs.shape
+        _check(
+            self.packet_size_bytes.shape == n and self.packet_is_keyframe.shape == n,
+            f"packet arrays differ: {self.packet_pts_secs.shape = }, "
+            f"{self.packet_size_bytes.shape = }, {self.packet_is_keyframe.shape = }",
+        )
+
+    @property
+    def bit_rate(self) -> int:
+        """Stream bit rate, else container bit rate, else 0 (cvp's rule)."""
+        return self.stream_bit_rate or self.format_bit_rate or 0
+
+    @property
+    def keyframe_indices(self) -> tuple[int, ...]:
+        """Bitstream keyframes as presentation-order frame indices."""
+        return tuple(int(i) for i in np.flatnonzero(self.packet_is_keyframe))
+
+
+@dataclass(frozen=True, repr=False)
+class Candidates(_ShapeRepr):
+    """Sampled frame indices after keyframe handling, in pipeline order."""
+
+    frame_indices: np.ndarray
+    """(n,) int32, decoded presentation order; may repeat when n > total frames."""
+    sampled_frame_indices: np.ndarray
+    """(m,) int32, the sampler's output before keyframe avoidance."""
+    keyframe_indices: tuple[int, ...]
+    """Keyframes avoidance worked from (empty when avoidance is off)."""
+    moved: tuple[tuple[int, int], ...]
+    """(from_frame_index, to_frame_index) for every keyframe shifted by avoidance."""
+    debug: dict[str, Any]
+    """cvp-compatible ``sampling_debug`` keys."""
+    warnings: tuple[Warning_, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check(self.frame_indices.ndim == 1, f"{self.frame_indices.shape = } must be 1-D")
+        _check(self.frame_indices.dtype == np.int32, f"{self.frame_indices.dtype = } != int32")
+
+
+@dataclass(frozen=True, repr=False)
+class Geometry(_ShapeRepr):
+    """Frame geometry: original, decoder output (prepared) and processed sizes."""
+
+    orig_hw: tuple[int, int]
+    prepared_hw: tuple[int, int]
+    """Size the decoder scales to."""
+    processed_hw: tuple[int, int]
+    """Size after cvp's second smart_resize (equals prepared_hw unless it double-resizes)."""
+    patch: int
+    block_size: int
+
+    @property
+    def grid_hw(self) -> tuple[int, int]:
+        """Patch grid (patch_rows, patch_cols) of the processed frame."""
+        return self.processed_hw[0] // self.patch, self.processed_hw[1] // self.patch
+
+    @property
+    def block_grid_hw(self) -> tuple[int, int]:
+        """Block grid (block_rows, block_cols)."""
+        hb, wb = self.grid_hw
+        return hb // self.block_size, wb // self.block_size
+
+    @property
+    def patches_per_canvas(self) -> int:
+        hb, wb = self.grid_hw
+        return hb * wb
+
+
+@dataclass(frozen=True, repr=False)
+class DecodedFrames(_ShapeRepr):
+    """Pixels and raw per-frame bitcost grids for the candidate frames."""
+
+    frame_indices: np.ndarray
+    """(n,) int32, same order as the candidates."""
+    pixels: np.ndarray
+    """(n, H, W, 3) uint8 RGB at the processed size."""
+    grids: tuple[np.ndarray | None, ...]
+    """Per frame, the raw bitcost grid (2-D, as the decoder delivered it) or None."""
+    grid_key: str
+    """``mb_bit_cost``, ``ctu_bit_cost`` or ``sub_mb_bit_cost``."""
+    pict_types: tuple[str, ...]
+    """'I', 'P', 'B' or '?' per frame (after any backfill copy)."""
+    bitcost_source: np.ndarray
+    """(n,) int32, frame_index whose bitcost (and in parity, pixels) each row carries."""
+    pixel_source: str
+    """``fast_reader`` (deblocking skipped, cvp's path) or ``full_decode``."""
+    warnings: tuple[Warning_, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = self.frame_indices.shape[0]
+        _check(self.pixels.ndim == 4 and self.pixels.shape[0] == n, f"{self.pixels.shape = }, {n = }")
+        _check(self.pixels.dtype == np.uint8, f"{self.pixels.dtype = } != uint8")
+        _check(len(self.grids) == n and len(self.pict_types) == n, f"{len(self.grids) = }, {n = }")
+        _check(self.bitcost_source.shape == (n,), f"{self.bitcost_source.shape = }, {n = }")
+
+
+@dataclass(frozen=True, repr=False)
+class FrameQuality(_ShapeRepr):
+    """Bad-frame mask (black, solid colour, green corruption)."""
+
+    good: np.ndarray
+    """(n,) bool."""
+    reasons: tuple[str, ...]
+    """'' for good frames, else ``black``, ``solid`` or ``green``."""
+
+    def __post_init__(self) -> None:
+        _check(self.good.ndim == 1 and len(self.reasons) == self.good.shape[0], f"{self.good.shape = }")
+
+
+@dataclass(frozen=True, repr=False)
+class ScoreMaps(_ShapeRepr):
+    """Normalised per-frame score grids and their patch and 2×2-block sums."""
+
+    grids: tuple[np.ndarray, ...]
+    """Per frame, float32 normalised grid in [0, 1] (before nearest-neighbour upsampling)."""
+    processed_hw: tuple[int, int]
+    patch_scores: np.ndarray
+    """(n, patch_rows, patch_cols) float32, sum of the upsampled map over each patch."""
+    block_scores: np.ndarray
+    """(n, block_rows * block_cols) float32, block-raster order."""
+    iframe_clip_cap: float | None
+    """Cap applied to I-frame maps (None when the clip did not apply)."""
+    debug: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.grids)
+        _check(self.patch_scores.ndim == 3 and self.patch_scores.shape[0] == n, f"{self.patch_scores.shape = }")
+        _check(self.block_scores.ndim == 2 and self.block_scores.shape[0] == n, f"{self.block_scores.shape = }")
+
+
+@dataclass(frozen=True, repr=False)
+class ReadinessStep(_ShapeRepr):
+    """One step of the readiness scan: a window end tried and what was decided."""
+
+    group_index: int
+    start: int
+    end: int
+    """Exclusive window end (index into the candidates)."""
+    frame_index_added: int
+    topk_sum: float
+    threshold: float
+    covered_bins: int
+    needed_bins: int
+    marginal_gain: float
+    """(sum − previous sum) / |previous sum|; 1.0 for the first step."""
+    passed: bool
+    decision: str
+    """``continue``, ``stop`` or ``chosen``."""
+    reason: str
+
+
+@dataclass(frozen=True, repr=False)
+class GroupSpec(_ShapeRepr):
+    """A group: a slice [start, end) of the candidates."""
+
+    group_index: int
+    start: int
+    end: int
+    stop_reason: str
+    readiness: dict[str, Any]
+
+    @property
+    def frame_count(self) -> int:
+        return self.end - self.start
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "group_idx": self.group_index,
+            "start": self.start,
+            "end": self.end,
+            "frame_count": self.frame_count,
+            "stop_reason": self.stop_reason,
+            "readiness": self.readiness,
+        }
+
+
+@dataclass(frozen=True, repr=False)
+class Groups(_ShapeRepr):
+    """Grouping result with the threshold and the per-step readiness trace."""
+
+    specs: tuple[GroupSpec, ...]
+    threshold: float
+    threshold_debug: dict[str, Any]
+    trace: tuple[ReadinessStep, ...]
+    dropped_tail: tuple[int, int] | None
+    """Candidate index range [start, end) never grouped (parity's tail drop)."""
+    warnings: tuple[Warning_, ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
+class GroupSelection(_ShapeRepr):
+    """Anchor and kept blocks of one group."""
+
+    group_index: int
+    start: int
+    end: int
+    frame_indices: tuple[int, ...]
+    """Group frame indices after the anchor swap (position 0 = anchor)."""
+    anchor_swapped_with: int | None
+    """Group-relative position swapped into the anchor slot, if the first frame was bad."""
+    kept: np.ndarray
+    """(k, 3) int32 rows [t, block_row, block_col], sorted by t then block raster."""
+    kept_scores: np.ndarray
+    """(k,) float32 block scores of ``kept``."""
+    ranked: np.ndarray
+    """(k, 2) int32 [t, flat_block] in descending score order (cvp's meta order)."""
+    ranked_scores: np.ndarray
+    """(k,) float32 scores in ranked order."""
+    candidate_count: int
+    budget: int
+    cutoff_score: float
+    """Lowest kept score (−inf when nothing was kept)."""
+
+    def __post_init__(self) -> None:
+        _check(self.kept.ndim == 2 and self.kept.shape[1] == 3, f"{self.kept.shape = }")
+        _check(self.kept_scores.shape == (self.kept.shape[0],), f"{self.kept_scores.shape = }")
+
+
+@dataclass(frozen=True, repr=False)
+class Selection(_ShapeRepr):
+    """Per-group selections for every processed group (skipped groups are absent)."""
+
+    groups: tuple[GroupSelection, ...]
+    skipped_group_indices: tuple[int, ...]
+    warnings: tuple[Warning_, ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
+class Canvases(_ShapeRepr):
+    """Packed canvases and the token records that map them back to source frames."""
+
+    images: np.ndarray
+    """(C, H, W, 3) uint8 RGB."""
+    tokens: np.ndarray
+    """(C·S, 8) int32, canvas-raster rows, columns :data:`TOKEN_COLUMNS`."""
+    canvas_group_index: np.ndarray
+    """(C,) int32, the group each canvas belongs to."""
+
+    def __post_init__(self) -> None:
+        c = self.images.shape[0]
+        _check(self.images.ndim == 4 and self.images.dtype == np.uint8, f"{self.images.shape = }")
+        _check(self.tokens.ndim == 2 and self.tokens.shape[1] == len(TOKEN_COLUMNS), f"{self.tokens.shape = }")
+        _check(self.canvas_group_index.shape == (c,), f"{self.canvas_group_index.shape = }, {c = }")
+        if c:
+            _check(self.tokens.shape[0] % c == 0, f"{self.tokens.shape = } not divisible by {c = }")
+
+    @property
+    def src_patch_position(self) -> np.ndarray:
+        """(C·S, 3) int32 ``[frame_index, patch_row, patch_col]``, −1 rows for padding."""
+        return np.ascontiguousarray(self.tokens[:, :3], dtype=np.int32)

@@ -1,0 +1,151 @@
+"""Score stage: bitcost grids → normalised score maps → patch and 2×2-block scores."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import cv2
+import numpy as np
+
+from backend.configbase import param, validate_fields
+from backend.records import DecodedFrames, Geometry, ScoreMaps
+
+IFRAME_CLIP_MODES = ("none", "non_i_percentile")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreConfig:
+    """Score-map normalisation (cvp option names)."""
+
+    bitcost_pct: float = param(99.0, label="Normalisation percentile", help="grid value mapped to 1.0", min=0, max=100)
+    bitcost_log_scale: bool = param(True, label="log1p", help="compress bitcost with log1p before normalising")
+    iframe_score_clip_mode: str = param(
+        "none",
+        label="I-frame clip",
+        help="non_i_percentile: cap I-frame maps at a percentile of all non-I maps",
+        choices=IFRAME_CLIP_MODES,
+    )
+    iframe_score_clip_percentile: float = param(
+        95.0, label="I-frame clip percentile", help="percentile of non-I scores used as the cap", min=0, max=100
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+
+def normalise_grid(grid: np.ndarray, *, percentile: float = 99.0, log_scale: bool = True) -> np.ndarray:
+    """Clamp negatives, log1p, divide by the percentile, clip to [0, 1].
+
+    Parameters
+    ----------
+    grid : (rows, cols) raw bitcost grid, any numeric dtype.
+
+    Returns
+    -------
+    (rows, cols) float32 in [0, 1].
+
+    Examples
+    --------
+    >>> normalise_grid(np.array([[0, 1], [3, 7]]), log_scale=False).round(3).tolist()
+    [[0.0, 0.145], [0.436, 1.0]]
+    """
+    arr = np.asarray(grid, dtype=np.float32)
+    arr = np.maximum(arr, np.float32(0))
+    if log_scale:
+        arr = np.log1p(arr)
+    scale = max(float(np.percentile(arr, percentile)), 1e-6)
+    return np.clip(arr / np.float32(scale), 0, 1).astype(np.float32, copy=False)
+
+
+def upsample(grid: np.ndarray, processed_hw: tuple[int, int]) -> np.ndarray:
+    """Nearest-neighbour stretch of a grid over the processed frame, (H, W) float32."""
+    h, w = processed_hw
+    return cv2.resize(grid, (w, h), interpolation=cv2.INTER_NEAREST)
+
+
+def patch_and_block_sums(score_map: np.ndarray, *, patch: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum a (H, W) map over p×p patches, then over b×b patches.
+
+    Returns
+    -------
+    patch_scores : (H/p, W/p) float32.
+    block_scores : (H/p/b · W/p/b,) float32 in block-raster order.
+
+    Examples
+    --------
+    >>> ps, bs = patch_and_block_sums(np.ones((4, 4), np.float32), patch=1, block_size=2)
+    >>> bs.tolist()
+    [4.0, 4.0, 4.0, 4.0]
+    """
+    h, w = score_map.shape
+    hb, wb = h // patch, w // patch
+    patches = score_map.reshape(hb, patch, wb, patch).sum(axis=(1, 3))
+    blocks = patches.reshape(hb // block_size, block_size, wb // block_size, block_size).sum(axis=(1, 3))
+    return patches, blocks.reshape(-1)
+
+
+def score_frames(decoded: DecodedFrames, geometry: Geometry, *, config: ScoreConfig) -> ScoreMaps:
+    """Turn every frame's bitcost grid into a score map and its patch/block sums.
+
+    Parameters
+    ----------
+    decoded : raw grids, one per candidate row (n rows).
+    geometry : processed size, patch and block size.
+    config : normalisation and the optional I-frame clip.
+
+    Returns
+    -------
+    ScoreMaps with ``patch_scores`` (n, hb, wb) and ``block_scores`` (n, hb/b · wb/b),
+    both float32, plus the normalised grids for re-rendering maps.
+    """
+    hw = geometry.processed_hw
+    p, b = geometry.patch, geometry.block_size
+    hb, wb = geometry.grid_hw
+    n = len(decoded.grids)
+    grids = tuple(
+        normalise_grid(g, percentile=config.bitcost_pct, log_scale=config.bitcost_log_scale)
+        if g is not None
+        else np.zeros((1, 1), np.float32)
+        for g in decoded.grids
+    )
+    cap: float | None = None
+    debug: dict[str, Any] | None = None
+    clip_rows: set[int] = set()
+    if config.iframe_score_clip_mode == "non_i_percentile":
+        i_rows = [r for r, t in enumerate(decoded.pict_types) if t.upper() == "I"]
+        non_i = [r for r in range(n) if r not in set(i_rows)]
+        pct = min(max(config.iframe_score_clip_percentile, 0.0), 100.0)
+        debug = {"mode": config.iframe_score_clip_mode, "percentile": pct, "iframe_count": len(i_rows)}
+        if i_rows and non_i:
+            flat = np.concatenate([upsample(grids[r], hw).ravel() for r in non_i])
+            cap = float(np.percentile(flat, pct))
+            del flat
+            clip_rows = set(i_rows)
+            debug.update({"cap": cap, "applied": True, "changed_pixels": 0})
+        else:
+            debug["applied"] = False
+    patch_scores = np.empty((n, hb, wb), dtype=np.float32)
+    block_scores = np.empty((n, (hb // b) * (wb // b)), dtype=np.float32)
+    cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for row in range(n):
+        # Repeated candidates (N > frame count, or parity backfill) share one grid object.
+        key = id(decoded.grids[row])
+        if key not in cache or row in clip_rows:
+            score_map = upsample(grids[row], hw)
+            if row in clip_rows:
+                assert debug is not None and cap is not None
+                debug["changed_pixels"] += int(np.count_nonzero(score_map > cap))
+                score_map = np.minimum(score_map, np.float32(cap))
+                patch_scores[row], block_scores[row] = patch_and_block_sums(score_map, patch=p, block_size=b)
+                continue
+            cache[key] = patch_and_block_sums(score_map, patch=p, block_size=b)
+        patch_scores[row], block_scores[row] = cache[key]
+    return ScoreMaps(
+        grids=grids,
+        processed_hw=hw,
+        patch_scores=patch_scores,
+        block_scores=block_scores,
+        iframe_clip_cap=cap,
+        debug={"iframe_score_clip_debug": debug},
+    )

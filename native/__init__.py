@@ -1,0 +1,1 @@
+"""Boundary to compiled decoders (cvp's patched FFmpeg reader and PyAV)."""

@@ -1,0 +1,249 @@
+"""The one gateway to compiled decoders: cvp's patched FFmpeg reader and PyAV.
+
+Everything returned here is plain numpy arrays, tuples and dicts; records are built
+in ``backend/``. Thread counts and pruning switches are arguments, never read from
+the environment by callers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+
+try:  # The wheel exists for Linux x86-64 only; everything else degrades gracefully.
+    from codec_video_prep import cv_reader_fast as _cvr
+except ImportError:  # pragma: no cover - exercised only off Linux x86-64
+    _cvr = None
+
+# cv_reader reads this variable with getenv() on every call; we set it per call
+# under a lock so one caller's choice never leaks into another's (cvp leaks it).
+_TARGET_ONLY_ENV = "CVR_DISABLE_TARGET_ONLY"
+_ENV_LOCK = threading.Lock()
+
+BITCOST_CODECS = ("h264", "hevc", "vp9")
+
+
+def bitcost_reader_available() -> bool:
+    """True when cvp's patched reader (``cv_reader_fast``) imported."""
+    return _cvr is not None
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of the decoders behind this gateway."""
+    try:
+        from importlib.metadata import version
+
+        cvp_version: str | None = version("codec-video-prep")
+    except Exception:  # noqa: BLE001 - metadata lookup failures of any kind mean "unknown"
+        cvp_version = None
+    libav = av.library_versions.get("libavcodec")
+    return {
+        "pyav": av.__version__,
+        "pyav_libavcodec": ".".join(map(str, libav)) if libav else None,
+        "codec_video_prep": cvp_version if _cvr is not None else None,
+        "cvp_ffmpeg": "5.1 (patched, bundled in codec-video-prep)" if _cvr is not None else None,
+    }
+
+
+def read_bitcost(
+    path: str | Path,
+    frame_indices: Sequence[int],
+    *,
+    export_pixels: bool,
+    out_width: int = 0,
+    out_height: int = 0,
+    thread_type: str = "slice",
+    thread_count: int = 1,
+    target_only: bool = True,
+) -> list[dict[str, Any]]:
+    """Per-frame bitcost grids (and BGR pixels) from cvp's patched decoder.
+
+    Parameters
+    ----------
+    path : video file.
+    frame_indices : 0-based presentation-order indices; any order, repeats allowed.
+    export_pixels : also return ``pixels``, (out_height, out_width, 3) uint8 **BGR**,
+        scaled with SWS_AREA from a decode that skips the loop filter.
+    thread_type, thread_count : decoder threading ("slice" / "frame").
+    target_only : let the decoder skip bitcost for pictures far from the wanted
+        frames (cvp's default; it drops maps of reordered P frames, spec §14.5).
+
+    Returns
+    -------
+    One dict per reached request, sorted by ``frame_idx`` with repeats, with keys
+    ``frame_idx``, ``pict_type``, ``width``, ``height``, ``codec_name``, ``bitcost``
+    (dict of arrays or None) and optionally ``pixels``.
+    """
+    if _cvr is None:
+        raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
+    ids = [int(i) for i in frame_indices]
+    with _ENV_LOCK:
+        previous = os.environ.get(_TARGET_ONLY_ENV)
+        os.environ[_TARGET_ONLY_ENV] = "0" if target_only else "1"
+        try:
+            return _cvr.read_video_fast_selected(
+                str(path),
+                ids,
+                int(thread_count),
+                1,
+                thread_type,
+                None,
+                1 if export_pixels else 0,
+                int(out_width),
+                int(out_height),
+            )
+        finally:
+            if previous is None:
+                os.environ.pop(_TARGET_ONLY_ENV, None)
+            else:
+                os.environ[_TARGET_ONLY_ENV] = previous
+
+
+def read_bitcost_segment(
+    path: str | Path,
+    frame_indices: Sequence[int],
+    *,
+    seek_frame: int,
+    end_frame: int,
+    export_pixels: bool,
+    out_width: int = 0,
+    out_height: int = 0,
+    thread_count: int = 1,
+) -> list[dict[str, Any]]:
+    """Like :func:`read_bitcost` but seeks near ``seek_frame`` and never prunes.
+
+    Used to split a read across processes; single-threaded slice decoding gives
+    the same maps and pixels as a serial read (checked in tests on MP4 inputs).
+    """
+    if _cvr is None:
+        raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
+    return _cvr.read_video_fast_selected_segment(
+        str(path),
+        [int(i) for i in frame_indices],
+        int(seek_frame),
+        int(end_frame),
+        int(thread_count),
+        1,
+        "slice",
+        1 if export_pixels else 0,
+        int(out_width),
+        int(out_height),
+    )
+
+
+@dataclass(frozen=True)
+class ContainerProbe:
+    """Plain facts read from a container with PyAV (no ffprobe binary involved)."""
+
+    format_name: str
+    codec_name: str
+    width: int
+    height: int
+    avg_frame_rate: Fraction | None
+    nb_frames: int
+    duration_secs: float
+    stream_bit_rate: int
+    format_bit_rate: int
+    time_base: Fraction
+    start_pts: int | None
+    packet_pts: np.ndarray
+    packet_dts: np.ndarray
+    packet_size_bytes: np.ndarray
+    packet_is_keyframe: np.ndarray
+
+
+def probe_container(path: str | Path) -> ContainerProbe:
+    """Demux the first video stream and read its header facts and every packet.
+
+    Raises
+    ------
+    av.FFmpegError, ValueError : the backend turns these into ``ProbeError``.
+    """
+    with av.open(str(path), metadata_errors="ignore") as container:
+        if not container.streams.video:
+            raise ValueError("no video stream")
+        stream = container.streams.video[0]
+        ctx = stream.codec_context
+        pts: list[int] = []
+        dts: list[int] = []
+        sizes: list[int] = []
+        keys: list[bool] = []
+        missing = -(2**62)
+        for packet in container.demux(stream):
+            if packet.size <= 0:
+                continue  # flush packets carry no frame
+            pts.append(missing if packet.pts is None else int(packet.pts))
+            dts.append(missing if packet.dts is None else int(packet.dts))
+            sizes.append(int(packet.size))
+            keys.append(bool(packet.is_keyframe))
+        return ContainerProbe(
+            format_name=str(container.format.name),
+            codec_name=str(ctx.name or "").lower(),
+            width=int(ctx.width or 0),
+            height=int(ctx.height or 0),
+            avg_frame_rate=None if stream.average_rate is None else Fraction(stream.average_rate),
+            nb_frames=int(stream.frames or 0),
+            duration_secs=(container.duration or 0) / 1_000_000,
+            stream_bit_rate=int(stream.bit_rate or 0),
+            format_bit_rate=int(container.bit_rate or 0),
+            time_base=Fraction(stream.time_base or Fraction(1, 90000)),
+            start_pts=None if stream.start_time is None else int(stream.start_time),
+            packet_pts=np.asarray(pts, dtype=np.int64),
+            packet_dts=np.asarray(dts, dtype=np.int64),
+            packet_size_bytes=np.asarray(sizes, dtype=np.int64),
+            packet_is_keyframe=np.asarray(keys, dtype=bool),
+        )
+
+
+def decode_frames_rgb(
+    path: str | Path,
+    frame_indices: Sequence[int],
+    *,
+    out_width: int,
+    out_height: int,
+    deblock: bool = True,
+    thread_count: int = 0,
+) -> dict[int, np.ndarray]:
+    """Decode the wanted frames with PyAV's FFmpeg and scale them (area filter).
+
+    Returns
+    -------
+    dict frame_index -> (out_height, out_width, 3) uint8 RGB, for every wanted index
+    the stream reaches (presentation order, counted from 0).
+    """
+    wanted = sorted({int(i) for i in frame_indices})
+    result: dict[int, np.ndarray] = {}
+    if not wanted:
+        return result
+    last = wanted[-1]
+    wanted_set = set(wanted)
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        stream.codec_context.thread_count = int(thread_count)
+        if not deblock:
+            stream.codec_context.skip_loop_filter = "ALL"  # type: ignore[attr-defined]
+        for frame_index, frame in enumerate(container.decode(stream)):
+            if frame_index in wanted_set:
+                result[frame_index] = frame.to_ndarray(
+                    format="rgb24", width=out_width, height=out_height, interpolation="AREA"
+                )
+            if frame_index >= last:
+                break
+    return result
+
+
+def count_decoded_frames(path: str | Path) -> int:
+    """Number of frames the decoder outputs (slow: a full decode, used for checks)."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        return sum(1 for _ in container.decode(stream))
