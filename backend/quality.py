@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from backend.configbase import param, validate_fields
@@ -27,33 +28,44 @@ class QualityConfig:
 
 
 def luma(rgb: np.ndarray) -> np.ndarray:
-    """OpenCV's integer BT.601 luma of an RGB image, (H, W) uint8."""
-    r = rgb[..., 0].astype(np.int32)
-    g = rgb[..., 1].astype(np.int32)
-    b = rgb[..., 2].astype(np.int32)
-    return ((4899 * r + 9617 * g + 1868 * b + 8192) >> 14).astype(np.uint8)
+    """OpenCV's integer BT.601 luma, (4899·R + 9617·G + 1868·B + 8192) >> 14, (H, W) uint8."""
+    return cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YUV)[:, :, 0]
 
 
 def frame_bad_reason(rgb: np.ndarray, config: QualityConfig) -> str:
-    """'' for a usable frame, else ``black``, ``solid`` or ``green``."""
+    """'' for a usable frame, else ``black``, ``solid`` or ``green``.
+
+    The decisions equal numpy float64 mean/std comparisons (cvp's rule): OpenCV
+    gives exact integer sums, and its approximate std is only used to skip the
+    exact numpy std when the frame is far from every threshold.
+    """
     if rgb.size == 0:
         return "empty"
+    rgb = np.ascontiguousarray(rgb)
+    count = float(rgb.shape[0] * rgb.shape[1])
     y = luma(rgb)
-    y_mean, y_std = float(y.mean()), float(y.std())
-    if y_mean <= config.black_mean and y_std <= config.black_std:
+    y_mean = cv2.sumElems(y)[0] / count
+    approx_std = float(cv2.meanStdDev(y)[1][0, 0])
+    margin = 1e-6 * max(1.0, approx_std)
+
+    def y_std_at_most(limit: float) -> bool:
+        if approx_std > limit + margin:
+            return False
+        return float(y.std()) <= limit
+
+    if y_mean <= config.black_mean and y_std_at_most(config.black_std):
         return "black"
-    if y_std <= config.solid_std:
+    if y_std_at_most(config.solid_std):
         channels = [rgb[..., c] for c in (2, 1, 0)]
         if all(float(c.std()) <= config.solid_std for c in channels) and all(
             int(c.max()) - int(c.min()) <= config.solid_range for c in channels
         ):
             return "solid"
-    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
-    green = (g >= 180) & (r <= 90) & (b <= 90)
-    if float(green.mean()) >= config.green_fraction:
+    green = cv2.countNonZero(cv2.inRange(rgb, (0, 180, 0), (90, 255, 90)))
+    if green / count >= config.green_fraction:
         return "green"
-    g_mean = float(g.mean())
-    if g_mean > 120 and g_mean - max(float(r.mean()), float(b.mean())) > 80 and float(g.std()) < 50:
+    r_mean, g_mean, b_mean = (v / count for v in cv2.sumElems(rgb)[:3])
+    if g_mean > 120 and g_mean - max(r_mean, b_mean) > 80 and float(rgb[..., 1].std()) < 50:
         return "green"
     return ""
 
@@ -70,6 +82,14 @@ def assess_frames(decoded: DecodedFrames, *, config: QualityConfig) -> FrameQual
     -------
     FrameQuality with ``good`` (n,) bool and a reason per frame.
     """
-    reasons = tuple(frame_bad_reason(frame, config) for frame in decoded.pixels)
+    # Rows that share a source (repeated candidates, parity backfill) share pixels.
+    by_source: dict[int, str] = {}
+    reasons_list = []
+    for row, frame in enumerate(decoded.pixels):
+        key = int(decoded.bitcost_source[row])
+        if key not in by_source:
+            by_source[key] = frame_bad_reason(frame, config)
+        reasons_list.append(by_source[key])
+    reasons = tuple(reasons_list)
     good = np.asarray([not r for r in reasons], dtype=bool)
     return FrameQuality(good=good, reasons=reasons)
