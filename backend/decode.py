@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,48 +86,33 @@ def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
         )
 
 
-def _to_processed(bgr: np.ndarray, processed_hw: tuple[int, int]) -> np.ndarray:
+def _to_processed(bgr: np.ndarray, processed_hw: tuple[int, int], *, out: np.ndarray) -> None:
     """BGR reader output → RGB at the processed size (cvp's prepare_frames resize)."""
-    rgb = bgr[:, :, ::-1]
     h, w = processed_hw
-    if rgb.shape[:2] != (h, w):
-        shrink = h < rgb.shape[0] or w < rgb.shape[1]
-        rgb = cv2.resize(
-            np.ascontiguousarray(rgb), (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-        )
-    return rgb
+    if bgr.shape[:2] == (h, w):
+        cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=out)
+        return
+    shrink = h < bgr.shape[0] or w < bgr.shape[1]
+    resized = cv2.resize(bgr, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+    cv2.cvtColor(resized, cv2.COLOR_BGR2RGB, dst=out)
 
 
-def _read_parts(args: tuple[Any, ...]) -> list[dict[str, Any]]:
-    path, ids, seek, end, w, h, pixels = args
-    return gateway.read_bitcost_segment(
-        path, ids, seek_frame=seek, end_frame=end, export_pixels=pixels, out_width=w, out_height=h
-    )
+def _pixel_parts(info: VideoInfo, uniq: list[int], config: DecodeConfig) -> list[list[int]] | None:
+    """Split the wanted frames at the keyframe that balances two worker reads.
 
-
-def _read_clean(info: VideoInfo, ids: list[int], geometry: Geometry, config: DecodeConfig, pixels: bool) -> list[dict[str, Any]]:
-    """Unpruned read; split at keyframes across processes for MP4 inputs."""
-    h, w = geometry.prepared_hw
-    uniq = sorted(set(ids))
-    keys = [k for k in info.keyframe_indices if k > 0]
-    # Segment seeking is only trusted where timestamps map cleanly to frames (MP4
-    # family); MPEG-TS seeks land on the wrong frame with this reader.
-    can_split = config.workers > 1 and info.stss_keyframes is not None and keys and len(uniq) > 16
-    if not can_split:
-        return gateway.read_bitcost(
-            info.path, uniq, export_pixels=pixels, out_width=w, out_height=h, target_only=False
-        )
-    # Split at the keyframe closest to the median wanted frame: each part starts at a
-    # keyframe, so the decode work is disjoint and the maps match a serial read.
-    mid = uniq[len(uniq) // 2]
-    cut = min(keys, key=lambda k: abs(k - mid))
-    parts = [[i for i in uniq if i < cut], [i for i in uniq if i >= cut]]
-    jobs = [(info.path, p, p[0], p[-1], w, h, pixels) for p in parts if p]
-    if len(jobs) == 1:
-        return _read_parts(jobs[0])
-    with ProcessPoolExecutor(max_workers=len(jobs)) as pool:
-        results = list(pool.map(_read_parts, jobs))
-    return [item for part in results for item in part]
+    Only for MP4-family files: the reader's seek maps timestamps to frames correctly
+    there; on MPEG-TS it returned the wrong frames. None → read serially.
+    """
+    if config.workers < 2 or info.stss_keyframes is None or len(uniq) < 24:
+        return None
+    keys = [k for k in info.keyframe_indices if uniq[0] < k <= uniq[-1]]
+    if not keys:
+        return None
+    pos = np.searchsorted(np.asarray(uniq), keys)
+    best = int(pos[np.argmin(np.abs(pos - len(uniq) / 2))])
+    if best < len(uniq) // 5 or best > len(uniq) - len(uniq) // 5:
+        return None  # too lopsided to pay for a second process
+    return [uniq[:best], uniq[best:]]
 
 
 def decode(
@@ -166,13 +150,31 @@ def decode(
     score_key = GRID_KEYS[grid_for_codec(config.bitcost_grid, info.codec_name)]
     want_reader_pixels = config.pixel_source == "fast_reader"
     h, w = geometry.prepared_hw
+    uniq = sorted(set(ids))
+    # Pixels dominate the reader's time; read them in worker processes while this one
+    # runs a bitcost-only pass (the decoder then skips the IDCT). Same maps, same pixels.
+    parts = _pixel_parts(info, uniq, config) if want_reader_pixels else None
+    pixel_wait = gateway.read_pixels_parallel(info.path, parts, out_width=w, out_height=h) if parts else None
+    reader_pixels: dict[int, np.ndarray] = {}
     try:
-        if parity:
-            items = gateway.read_bitcost(
-                info.path, ids, export_pixels=True, out_width=w, out_height=h, target_only=True
-            )
-        else:
-            items = _read_clean(info, ids, geometry, config, want_reader_pixels)
+        # Parity asks exactly as cvp does (repeats and target-only pruning included),
+        # because which frames lose their map depends on the whole request.
+        items = gateway.read_bitcost(
+            info.path,
+            ids if parity else uniq,
+            export_pixels=want_reader_pixels and pixel_wait is None,
+            out_width=w,
+            out_height=h,
+            target_only=parity,
+        )
+        if pixel_wait is not None:
+            try:
+                reader_pixels = pixel_wait()
+            except RuntimeError:  # includes a broken worker pool: fall back to one serial read
+                pixel_items = gateway.read_bitcost(
+                    info.path, uniq, export_pixels=True, out_width=w, out_height=h, target_only=False
+                )
+                reader_pixels = {int(it["frame_idx"]): it["pixels"] for it in pixel_items}
     except OSError as exc:
         raise DecodeError(f"bitcost reader failed ({exc})", path=info.path, stage="decode") from exc
     lookup = {int(item["frame_idx"]): item for item in items}
@@ -241,10 +243,15 @@ def decode(
     ph, pw = geometry.processed_hw
     pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
     if want_reader_pixels:
+        done: dict[int, int] = {}
         for row in range(n):
-            item = src_item[row]
-            assert item is not None and "pixels" in item
-            pixels[row] = _to_processed(item["pixels"], geometry.processed_hw)
+            fid = int(source[row])  # a parity backfill carries its source frame's pixels
+            if fid in done:
+                pixels[row] = pixels[done[fid]]
+                continue
+            bgr = reader_pixels[fid] if reader_pixels else src_item[row]["pixels"]  # type: ignore[index]
+            _to_processed(bgr, geometry.processed_hw, out=pixels[row])
+            done[fid] = row
     else:
         frames = gateway.decode_frames_rgb(info.path, ids, out_width=pw, out_height=ph)
         for row, fid in enumerate(ids):
