@@ -20,16 +20,6 @@ class PackConfig:
         validate_fields(self)
 
 
-def _group_rows(sel: GroupSelection) -> np.ndarray:
-    """Candidate rows of the group's frames after the anchor swap, (G,) int."""
-    g = sel.end - sel.start
-    perm = np.arange(g)
-    if sel.anchor_swapped_with is not None:
-        j = sel.anchor_swapped_with
-        perm[0], perm[j] = j, 0
-    return sel.start + perm
-
-
 def pack_group(
     sel: GroupSelection, pixels: np.ndarray, geometry: Geometry, *, images_per_group: int, first_canvas: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +41,7 @@ def pack_group(
     bh_n, bw_n = geometry.block_grid_hw
     per_canvas = bh_n * bw_n
     h, w = geometry.processed_hw
-    rows = _group_rows(sel)
+    rows = sel.candidate_rows()
     images = np.zeros((images_per_group, h, w, 3), dtype=np.uint8)
     # Block-level layout: source (frame_index, block_row, block_col, t) per slot, −1 = padding.
     slots = np.full((images_per_group * per_canvas, 4), -1, dtype=np.int64)

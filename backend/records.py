@@ -298,6 +298,14 @@ class GroupSelection(_ShapeRepr):
     cutoff_score: float
     """Lowest kept score (−inf when nothing was kept)."""
 
+    def candidate_rows(self) -> np.ndarray:
+        """(G,) candidate row of each group position t, after the anchor swap."""
+        perm = np.arange(self.end - self.start)
+        if self.anchor_swapped_with is not None:
+            j = self.anchor_swapped_with
+            perm[0], perm[j] = j, 0
+        return self.start + perm
+
     def __post_init__(self) -> None:
         _check(self.kept.ndim == 2 and self.kept.shape[1] == 3, f"{self.kept.shape = }")
         _check(self.kept_scores.shape == (self.kept.shape[0],), f"{self.kept_scores.shape = }")

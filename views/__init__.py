@@ -1,0 +1,1 @@
+"""Codec Lens viewers: pure prepare_* functions plus Gradio builders."""
