@@ -21,10 +21,19 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
         meta = field.metadata
         if field.name == "avoid_keyframes":
             group = parser.add_mutually_exclusive_group()
-            group.add_argument("--avoid_keyframes", dest="avoid_keyframes", action="store_true", default=None,
-                               help="shift sampled keyframes to neighbours (default)")
-            group.add_argument("--no_avoid_keyframes", dest="avoid_keyframes", action="store_false",
-                               help="keep sampled keyframes")
+            group.add_argument(
+                "--avoid_keyframes",
+                dest="avoid_keyframes",
+                action="store_true",
+                default=None,
+                help="shift sampled keyframes to neighbours (default)",
+            )
+            group.add_argument(
+                "--no_avoid_keyframes",
+                dest="avoid_keyframes",
+                action="store_false",
+                help="keep sampled keyframes",
+            )
             continue
         kind = {int: int, float: float, str: str}[type(field.default)]
         parser.add_argument(
@@ -54,9 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Codec Lens: inspect and reproduce codec-native video token selection.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sel = sub.add_parser("select", help="run the selection pipeline on a video and write a cvp-style directory")
+    sel = sub.add_parser(
+        "select", help="run the selection pipeline on a video and write a cvp-style directory"
+    )
     sel.add_argument("video", help="input video file")
-    sel.add_argument("--out", required=True, help="output directory (replaced atomically when the run succeeds)")
+    sel.add_argument(
+        "--out", required=True, help="output directory (replaced atomically when the run succeeds)"
+    )
     sel.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     _add_selection_options(sel)
     app = sub.add_parser("app", help="launch the web app")

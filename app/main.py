@@ -36,8 +36,13 @@ def build_app(video: str | Path):
         gr.Markdown(run_summary.prepare_summary(result), elem_id="summary")
         with gr.Row():
             with gr.Column(scale=3):
-                frame = gr.Image(value=first.image, format="jpeg", label="Frame", elem_id="frame",
-                                 interactive=False)
+                frame = gr.Image(
+                    value=first.image,
+                    format="jpeg",
+                    label="Frame",
+                    elem_id="frame",
+                    interactive=False,
+                )
                 caption = gr.Markdown(first.caption, elem_id="frame_info")
                 slider = gr.Slider(0, n - 1, value=0, step=1, label="Candidate", elem_id="frame_slider")
             with gr.Column(scale=2):

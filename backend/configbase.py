@@ -19,10 +19,10 @@ def param(
     default: Any,
     *,
     label: str,
-    help: str,  # noqa: A002 - mirrors argparse/Gradio naming
+    help: str,
     choices: Sequence[str] | None = None,
-    min: float | None = None,  # noqa: A002
-    max: float | None = None,  # noqa: A002
+    min: float | None = None,
+    max: float | None = None,
     step: float | None = None,
 ) -> Any:
     """A dataclass field with UI/validation metadata."""
@@ -43,9 +43,7 @@ def validate_fields(config: Any) -> None:
         name = field.name.replace("_", " ")
         choices = meta.get("choices")
         if choices is not None and value not in choices:
-            raise ValueError(
-                f"Invalid {name} ({value!r}). Supported values are {_fmt(choices)}."
-            )
+            raise ValueError(f"Invalid {name} ({value!r}). Supported values are {_fmt(choices)}.")
         lo, hi = meta.get("min"), meta.get("max")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue

@@ -37,7 +37,11 @@ class DecodeConfig:
         choices=PIXEL_SOURCES,
     )
     workers: int = param(
-        2, label="Decode workers", help="processes for the clean profile's split read", min=1, max=64
+        2,
+        label="Decode workers",
+        help="processes for the clean profile's split read",
+        min=1,
+        max=64,
     )
     profile: Profile = param(
         "clean",
@@ -172,7 +176,12 @@ def decode(
                 reader_pixels = pixel_wait()
             except RuntimeError:  # includes a broken worker pool: fall back to one serial read
                 pixel_items = gateway.read_bitcost(
-                    info.path, uniq, export_pixels=True, out_width=w, out_height=h, target_only=False
+                    info.path,
+                    uniq,
+                    export_pixels=True,
+                    out_width=w,
+                    out_height=h,
+                    target_only=False,
                 )
                 reader_pixels = {int(it["frame_idx"]): it["pixels"] for it in pixel_items}
     except OSError as exc:
@@ -226,16 +235,19 @@ def decode(
         present = [k for k in wanted if k in bitcost]
         key = score_key if score_key in present else next((k for k in _FALLBACK_ORDER if k in present), None)
         if key is None:
+            has = ", ".join(sorted(k for k in bitcost if k.endswith("cost")))
             raise BitcostUnavailableError(
                 f"cv_reader result missing bitcost data (the reader was asked for {', '.join(wanted)}; "
-                f"the {info.codec_name} stream has {', '.join(sorted(k for k in bitcost if k.endswith('cost')))})",
+                f"the {info.codec_name} stream has {has})",
                 path=info.path,
                 stage="decode",
                 frame_index=ids[row],
             )
         grid = np.asarray(bitcost[key])
         if grid.ndim != 2:
-            raise DecodeError(f"bitcost grid is not 2-D ({grid.shape = })", path=info.path, frame_index=ids[row])
+            raise DecodeError(
+                f"bitcost grid is not 2-D ({grid.shape = })", path=info.path, frame_index=ids[row]
+            )
         grids[row] = grid
         pict[row] = str(item.get("pict_type", "?"))
     grid_key = GRID_KEYS.get(fetch_grid, score_key)

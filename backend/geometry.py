@@ -34,7 +34,9 @@ class GeometryConfig:
         validate_fields(self)
 
 
-def smart_resize(height: int, width: int, *, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+def smart_resize(
+    height: int, width: int, *, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
     """Round (height, width) to multiples of ``factor`` within the pixel budget.
 
     Examples

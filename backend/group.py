@@ -10,7 +10,16 @@ import numpy as np
 
 from backend.configbase import PROFILES, Profile, param, validate_fields
 from backend.errors import PipelineError
-from backend.records import Candidates, Geometry, GroupSpec, Groups, ReadinessStep, ScoreMaps, VideoInfo, Warning_
+from backend.records import (
+    Candidates,
+    Geometry,
+    Groups,
+    GroupSpec,
+    ReadinessStep,
+    ScoreMaps,
+    VideoInfo,
+    Warning_,
+)
 
 GROUPING_MODES = ("readiness", "fixed")
 THRESHOLD_MODES = ("legacy", "auto", "fixed", "clamped_sqrt_bpppf")
@@ -20,11 +29,29 @@ THRESHOLD_MODES = ("legacy", "auto", "fixed", "clamped_sqrt_bpppf")
 class GroupConfig:
     """Grouping parameters (cvp option names)."""
 
-    grouping_mode: str = param("readiness", label="Grouping", help="readiness or fixed-size groups", choices=GROUPING_MODES)
-    group_size: int = param(32, label="Group size", help="fixed group length; chunk for threshold estimation", min=1, max=100000)
-    images_per_group: int = param(4, label="Images per group", help="canvases per group (1 anchor + rest blocks)", min=1, max=1024)
-    min_group_frames: int = param(8, label="Min group frames", help="smallest readiness group (at least 4)", min=1, max=100000)
-    max_group_frames: int = param(64, label="Max group frames", help="largest readiness group", min=1, max=100000)
+    grouping_mode: str = param(
+        "readiness", label="Grouping", help="readiness or fixed-size groups", choices=GROUPING_MODES
+    )
+    group_size: int = param(
+        32,
+        label="Group size",
+        help="fixed group length; chunk for threshold estimation",
+        min=1,
+        max=100000,
+    )
+    images_per_group: int = param(
+        4,
+        label="Images per group",
+        help="canvases per group (1 anchor + rest blocks)",
+        min=1,
+        max=1024,
+    )
+    min_group_frames: int = param(
+        8, label="Min group frames", help="smallest readiness group (at least 4)", min=1, max=100000
+    )
+    max_group_frames: int = param(
+        64, label="Max group frames", help="largest readiness group", min=1, max=100000
+    )
     readiness_sum_threshold_mode: str = param(
         "legacy",
         label="Threshold mode",
@@ -32,14 +59,24 @@ class GroupConfig:
         "clamped_sqrt_bpppf: norm threshold × sqrt(clamped bits per pixel per frame)",
         choices=THRESHOLD_MODES,
     )
-    readiness_sum_threshold: float = param(0.0, label="Threshold", help="top-K sum a group must reach", min=0.0, max=1e12)
+    readiness_sum_threshold: float = param(
+        0.0, label="Threshold", help="top-K sum a group must reach", min=0.0, max=1e12
+    )
     readiness_norm_sum_threshold: float = param(
         2250000.0, label="Norm threshold", help="for clamped_sqrt_bpppf", min=0.0, max=1e12
     )
-    bpppf_clamp_min: float = param(0.015, label="bpppf min", help="lower clamp of bits per pixel per frame", min=0.0, max=100.0)
-    bpppf_clamp_max: float = param(0.09, label="bpppf max", help="upper clamp of bits per pixel per frame", min=0.0, max=100.0)
-    readiness_coverage_bins: int = param(3, label="Coverage bins", help="time bins the top-K must touch", min=1, max=64)
-    readiness_delta_ratio: float = param(0.05, label="Gain ratio", help="stop when the top-K sum gains less", min=0.0, max=10.0)
+    bpppf_clamp_min: float = param(
+        0.015, label="bpppf min", help="lower clamp of bits per pixel per frame", min=0.0, max=100.0
+    )
+    bpppf_clamp_max: float = param(
+        0.09, label="bpppf max", help="upper clamp of bits per pixel per frame", min=0.0, max=100.0
+    )
+    readiness_coverage_bins: int = param(
+        3, label="Coverage bins", help="time bins the top-K must touch", min=1, max=64
+    )
+    readiness_delta_ratio: float = param(
+        0.05, label="Gain ratio", help="stop when the top-K sum gains less", min=0.0, max=10.0
+    )
     profile: Profile = param(
         "clean",
         label="Profile",
@@ -171,7 +208,11 @@ def resolve_threshold(
         window = scores.block_scores[lo : min(n, lo + chunk)]
         if window.shape[0] < min_len:
             continue
-        sums.append(window_stats(window, budget=budget, bins=config.readiness_coverage_bins)["topk_candidate_block_score_sum"])
+        sums.append(
+            window_stats(window, budget=budget, bins=config.readiness_coverage_bins)[
+                "topk_candidate_block_score_sum"
+            ]
+        )
     debug["threshold_source"] = f"mean top-K sum of {len(sums)} chunks of {chunk}"
     return (float(np.mean(np.asarray(sums, dtype=np.float64))) if sums else 0.0), debug
 
@@ -185,7 +226,12 @@ def _describe(ok: bool, s: float, thr: float, cov: int, need: int) -> str:
 
 
 def build_groups(
-    info: VideoInfo, candidates: Candidates, scores: ScoreMaps, geometry: Geometry, *, config: GroupConfig
+    info: VideoInfo,
+    candidates: Candidates,
+    scores: ScoreMaps,
+    geometry: Geometry,
+    *,
+    config: GroupConfig,
 ) -> Groups:
     """Split the candidates into groups.
 

@@ -54,7 +54,9 @@ def keyframe_list(info: VideoInfo, *, profile: Profile) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _shift(ids: np.ndarray, keys: set[int], total: int, offset: int) -> tuple[list[int], list[tuple[int, int]]]:
+def _shift(
+    ids: np.ndarray, keys: set[int], total: int, offset: int
+) -> tuple[list[int], list[tuple[int, int]]]:
     step = max(1, offset)
     out: list[int] = []
     moved: list[tuple[int, int]] = []
@@ -178,5 +180,5 @@ def avoid_keyframes(sampled: Sampled, info: VideoInfo, *, config: KeyframeConfig
         keyframe_indices=keys_list,
         moved=tuple(moved),
         debug=debug,
-            warnings=tuple(warnings),
+        warnings=tuple(warnings),
     )

@@ -94,8 +94,10 @@ def build_meta(result: Any, out_dir: Path, canvas_files: list[str]) -> dict[str,
     for k, sel in enumerate(result.selection.groups):
         group_metas.append(_group_meta(sel, specs_by_index[sel.group_index], result, k * o.images_per_group))
     h1, w1 = geo.processed_hw
-    backend_label = "ffmpeg_native" if o.profile == "parity" else (
-        "cv_reader_pixels" if o.pixel_source == "fast_reader" else "pyav_full_decode"
+    backend_label = (
+        "ffmpeg_native"
+        if o.profile == "parity"
+        else ("cv_reader_pixels" if o.pixel_source == "fast_reader" else "pyav_full_decode")
     )
     return {
         "video": info.path,
@@ -188,8 +190,7 @@ def _write_canvas(args: tuple[Path, np.ndarray, str]) -> None:
 def trace_rows(result: Any) -> list[dict[str, Any]]:
     """The readiness trace as JSON-ready dicts."""
     return [
-        {k: _jsonable(getattr(step, k)) for k in step.__dataclass_fields__}
-        for step in result.groups.trace
+        {k: _jsonable(getattr(step, k)) for k in step.__dataclass_fields__} for step in result.groups.trace
     ]
 
 
@@ -210,13 +211,19 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     except OSError as exc:
-        raise OutputError(f"cannot create output directory ({exc.strerror})", path=out, stage="output") from exc
+        raise OutputError(
+            f"cannot create output directory ({exc.strerror})", path=out, stage="output"
+        ) from exc
     try:
         images = result.canvases.images
         names = [canvas_name(i, fmt) for i in range(images.shape[0])]
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             list(pool.map(_write_canvas, [(tmp / nm, images[i], fmt) for i, nm in enumerate(names)]))
-        np.save(tmp / "frame_ids.npy", result.candidates.frame_indices.astype(np.int32), allow_pickle=False)
+        np.save(
+            tmp / "frame_ids.npy",
+            result.candidates.frame_indices.astype(np.int32),
+            allow_pickle=False,
+        )
         np.save(tmp / "src_patch_position.npy", result.canvases.src_patch_position, allow_pickle=False)
         np.save(tmp / "tokens.npy", result.canvases.tokens, allow_pickle=False)
         (tmp / "readiness_trace.json").write_text(json.dumps(trace_rows(result), indent=1))

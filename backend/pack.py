@@ -21,7 +21,12 @@ class PackConfig:
 
 
 def pack_group(
-    sel: GroupSelection, pixels: np.ndarray, geometry: Geometry, *, images_per_group: int, first_canvas: int
+    sel: GroupSelection,
+    pixels: np.ndarray,
+    geometry: Geometry,
+    *,
+    images_per_group: int,
+    first_canvas: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Canvases and token rows of one group.
 

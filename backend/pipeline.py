@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from backend import decode as decode_mod
+from backend import geometry as geometry_mod
 from backend import group as group_mod
 from backend import keyframes as keyframes_mod
 from backend import pack as pack_mod
@@ -18,7 +19,6 @@ from backend import quality as quality_mod
 from backend import sample as sample_mod
 from backend import score as score_mod
 from backend import select as select_mod
-from backend import geometry as geometry_mod
 from backend.configbase import PROFILES, Profile, param, validate_fields
 from backend.errors import PipelineError
 from backend.records import (
@@ -48,36 +48,71 @@ class SelectionOptions:
     profile: Profile = param(
         "clean",
         label="Profile",
-        help="parity: reproduce codec-video-prep 0.2.5 exactly, defects included; "
-        "clean: fix its defects",
+        help="parity: reproduce codec-video-prep 0.2.5 exactly, defects included; clean: fix its defects",
         choices=PROFILES,
     )
-    num_sampled_frames: int = param(1024, label="Sampled frames", help="N for uniform_count", min=1, max=100000, step=1)
-    group_size: int = param(32, label="Group size", help="fixed group length; threshold chunk", min=1, max=100000, step=1)
-    images_per_group: int = param(4, label="Images per group", help="canvases per group", min=1, max=1024, step=1)
+    num_sampled_frames: int = param(
+        1024, label="Sampled frames", help="N for uniform_count", min=1, max=100000, step=1
+    )
+    group_size: int = param(
+        32,
+        label="Group size",
+        help="fixed group length; threshold chunk",
+        min=1,
+        max=100000,
+        step=1,
+    )
+    images_per_group: int = param(
+        4, label="Images per group", help="canvases per group", min=1, max=1024, step=1
+    )
     patch: int = param(14, label="Patch", help="patch side in pixels", min=1, max=256, step=1)
-    max_pixels: int = param(153664, label="Max pixels", help="pixel budget per processed frame", min=1, max=100_000_000)
+    max_pixels: int = param(
+        153664, label="Max pixels", help="pixel budget per processed frame", min=1, max=100_000_000
+    )
     block_size: int = param(2, label="Block size", help="patches per block side", min=1, max=16, step=1)
-    min_group_frames: int = param(8, label="Min group frames", help="smallest readiness group", min=1, max=100000, step=1)
-    max_group_frames: int = param(64, label="Max group frames", help="largest readiness group", min=1, max=100000, step=1)
-    bitcost_grid: str = param("adaptive", label="Bitcost grid", help="codec grid to score", choices=decode_mod.BITCOST_GRIDS)
-    canvas_format: str = param("jpg", label="Canvas format", help="jpg (quality 95) or png", choices=CANVAS_FORMATS)
-    grouping_mode: str = param("readiness", label="Grouping", help="readiness or fixed", choices=group_mod.GROUPING_MODES)
+    min_group_frames: int = param(
+        8, label="Min group frames", help="smallest readiness group", min=1, max=100000, step=1
+    )
+    max_group_frames: int = param(
+        64, label="Max group frames", help="largest readiness group", min=1, max=100000, step=1
+    )
+    bitcost_grid: str = param(
+        "adaptive",
+        label="Bitcost grid",
+        help="codec grid to score",
+        choices=decode_mod.BITCOST_GRIDS,
+    )
+    canvas_format: str = param(
+        "jpg", label="Canvas format", help="jpg (quality 95) or png", choices=CANVAS_FORMATS
+    )
+    grouping_mode: str = param(
+        "readiness", label="Grouping", help="readiness or fixed", choices=group_mod.GROUPING_MODES
+    )
     frame_sampling_mode: str = param(
-        "uniform_count", label="Sampling", help="how candidates are sampled", choices=sample_mod.SAMPLING_MODES
+        "uniform_count",
+        label="Sampling",
+        help="how candidates are sampled",
+        choices=sample_mod.SAMPLING_MODES,
     )
     sample_fps: float = param(4.0, label="Sample fps", help="fps sampling rate", min=0.01, max=1000.0)
     readiness_sum_threshold_mode: str = param(
-        "legacy", label="Threshold mode", help="how the readiness threshold is set", choices=group_mod.THRESHOLD_MODES
+        "legacy",
+        label="Threshold mode",
+        help="how the readiness threshold is set",
+        choices=group_mod.THRESHOLD_MODES,
     )
-    readiness_sum_threshold: float = param(0.0, label="Threshold", help="given top-K sum threshold", min=0.0, max=1e12)
+    readiness_sum_threshold: float = param(
+        0.0, label="Threshold", help="given top-K sum threshold", min=0.0, max=1e12
+    )
     readiness_norm_sum_threshold: float = param(
         2250000.0, label="Norm threshold", help="for clamped_sqrt_bpppf", min=0.0, max=1e12
     )
     iframe_score_clip_mode: str = param(
         "none", label="I-frame clip", help="cap I-frame scores", choices=score_mod.IFRAME_CLIP_MODES
     )
-    iframe_score_clip_percentile: float = param(95.0, label="I-frame clip pct", help="cap percentile", min=0.0, max=100.0)
+    iframe_score_clip_percentile: float = param(
+        95.0, label="I-frame clip pct", help="cap percentile", min=0.0, max=100.0
+    )
     avoid_keyframes: bool = param(True, label="Avoid keyframes", help="shift sampled keyframes to neighbours")
     pixel_source: str = param(
         "fast_reader",
@@ -85,7 +120,9 @@ class SelectionOptions:
         help="fast_reader (cvp: loop filter skipped) or full_decode (deblocked; clean only)",
         choices=decode_mod.PIXEL_SOURCES,
     )
-    decode_workers: int = param(2, label="Decode workers", help="processes for the clean profile's read", min=1, max=64)
+    decode_workers: int = param(
+        2, label="Decode workers", help="processes for the clean profile's read", min=1, max=64
+    )
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -115,7 +152,10 @@ class SelectionOptions:
                 profile=prof,
             ),
             "geometry": geometry_mod.GeometryConfig(
-                patch=self.patch, block_size=self.block_size, max_pixels=self.max_pixels, profile=prof
+                patch=self.patch,
+                block_size=self.block_size,
+                max_pixels=self.max_pixels,
+                profile=prof,
             ),
             "decode": decode_mod.DecodeConfig(
                 bitcost_grid=self.bitcost_grid,
@@ -159,7 +199,12 @@ STAGES: dict[str, Stage] = {
     for s in (
         Stage("probe", probe_mod.probe, probe_mod.ProbeConfig, "container facts, packets, keyframes"),
         Stage("sample", sample_mod.sample, sample_mod.SampleConfig, "candidate frame indices"),
-        Stage("keyframes", keyframes_mod.avoid_keyframes, keyframes_mod.KeyframeConfig, "keyframe avoidance"),
+        Stage(
+            "keyframes",
+            keyframes_mod.avoid_keyframes,
+            keyframes_mod.KeyframeConfig,
+            "keyframe avoidance",
+        ),
         Stage("geometry", geometry_mod.resolve_geometry, geometry_mod.GeometryConfig, "processed size"),
         Stage("decode", decode_mod.decode, decode_mod.DecodeConfig, "pixels and bitcost grids"),
         Stage("quality", quality_mod.assess_frames, quality_mod.QualityConfig, "bad-frame mask"),
@@ -197,7 +242,9 @@ class RunResult:
     timings_secs: dict[str, float]
 
 
-def run(video: str | Path, *, options: SelectionOptions, on_progress: ProgressCallback | None = None) -> RunResult:
+def run(
+    video: str | Path, *, options: SelectionOptions, on_progress: ProgressCallback | None = None
+) -> RunResult:
     """Run every stage on one video.
 
     Parameters
@@ -274,7 +321,9 @@ def _run_warnings(options: SelectionOptions, info: VideoInfo, geometry: Geometry
             )
         )
     if options.profile == "parity" and options.frame_sampling_mode == "pkt_peak":
-        out.append(Warning_("pkt_peak_is_fps", "frame_sampling_mode pkt_peak ran the fps sampler (cvp quirk 3)"))
+        out.append(
+            Warning_("pkt_peak_is_fps", "frame_sampling_mode pkt_peak ran the fps sampler (cvp quirk 3)")
+        )
     if geometry.processed_hw != geometry.prepared_hw:
         out.append(
             Warning_(

@@ -17,10 +17,18 @@ class QualityConfig:
 
     black_mean: float = param(8.0, label="Black mean Y", help="mean luma at or below → black", min=0, max=255)
     black_std: float = param(6.0, label="Black std Y", help="luma std at or below → black", min=0, max=255)
-    solid_std: float = param(4.0, label="Solid std", help="per-channel std at or below → solid", min=0, max=255)
-    solid_range: int = param(12, label="Solid range", help="per-channel max−min at or below → solid", min=0, max=255)
+    solid_std: float = param(
+        4.0, label="Solid std", help="per-channel std at or below → solid", min=0, max=255
+    )
+    solid_range: int = param(
+        12, label="Solid range", help="per-channel max−min at or below → solid", min=0, max=255
+    )
     green_fraction: float = param(
-        0.35, label="Green fraction", help="share of G≥180, R≤90, B≤90 pixels → green corruption", min=0, max=1
+        0.35,
+        label="Green fraction",
+        help="share of G≥180, R≤90, B≤90 pixels → green corruption",
+        min=0,
+        max=1,
     )
 
     def __post_init__(self) -> None:

@@ -211,8 +211,14 @@ class ScoreMaps(_ShapeRepr):
 
     def __post_init__(self) -> None:
         n = len(self.grids)
-        _check(self.patch_scores.ndim == 3 and self.patch_scores.shape[0] == n, f"{self.patch_scores.shape = }")
-        _check(self.block_scores.ndim == 2 and self.block_scores.shape[0] == n, f"{self.block_scores.shape = }")
+        _check(
+            self.patch_scores.ndim == 3 and self.patch_scores.shape[0] == n,
+            f"{self.patch_scores.shape = }",
+        )
+        _check(
+            self.block_scores.ndim == 2 and self.block_scores.shape[0] == n,
+            f"{self.block_scores.shape = }",
+        )
 
 
 @dataclass(frozen=True, repr=False)
@@ -334,7 +340,10 @@ class Canvases(_ShapeRepr):
     def __post_init__(self) -> None:
         c = self.images.shape[0]
         _check(self.images.ndim == 4 and self.images.dtype == np.uint8, f"{self.images.shape = }")
-        _check(self.tokens.ndim == 2 and self.tokens.shape[1] == len(TOKEN_COLUMNS), f"{self.tokens.shape = }")
+        _check(
+            self.tokens.ndim == 2 and self.tokens.shape[1] == len(TOKEN_COLUMNS),
+            f"{self.tokens.shape = }",
+        )
         _check(self.canvas_group_index.shape == (c,), f"{self.canvas_group_index.shape = }, {c = }")
         if c:
             _check(self.tokens.shape[0] % c == 0, f"{self.tokens.shape = } not divisible by {c = }")

@@ -35,12 +35,22 @@ class SampleConfig:
     num_sampled_frames: int = param(
         1024, label="Sampled frames", help="N for uniform_count", min=1, max=100000, step=1
     )
-    sample_fps: float = param(4.0, label="Sample fps", help="frames per second for fps mode", min=0.01, max=1000.0)
-    pkt_peak_bin_secs: float = param(0.5, label="Peak bin (s)", help="packet-energy bin width", min=0.01, max=60.0)
+    sample_fps: float = param(
+        4.0, label="Sample fps", help="frames per second for fps mode", min=0.01, max=1000.0
+    )
+    pkt_peak_bin_secs: float = param(
+        0.5, label="Peak bin (s)", help="packet-energy bin width", min=0.01, max=60.0
+    )
     pkt_peak_cap: int = param(128, label="Peak cap", help="maximum number of peaks", min=1, max=100000)
-    pkt_peak_per_sec: float = param(1.0, label="Peaks per second", help="peaks per second of video", min=0.0, max=1000.0)
-    pkt_peak_neighbor: int = param(0, label="Peak neighbours", help="frames added each side of a peak", min=0, max=1000)
-    pkt_peak_smooth_bins: int = param(1, label="Peak smoothing", help="moving-mean half-width in bins", min=0, max=1000)
+    pkt_peak_per_sec: float = param(
+        1.0, label="Peaks per second", help="peaks per second of video", min=0.0, max=1000.0
+    )
+    pkt_peak_neighbor: int = param(
+        0, label="Peak neighbours", help="frames added each side of a peak", min=0, max=1000
+    )
+    pkt_peak_smooth_bins: int = param(
+        1, label="Peak smoothing", help="moving-mean half-width in bins", min=0, max=1000
+    )
     profile: Profile = param(
         "clean", label="Profile", help="parity treats pkt_peak as fps like cvp", choices=PROFILES
     )

@@ -18,8 +18,12 @@ IFRAME_CLIP_MODES = ("none", "non_i_percentile")
 class ScoreConfig:
     """Score-map normalisation (cvp option names)."""
 
-    bitcost_pct: float = param(99.0, label="Normalisation percentile", help="grid value mapped to 1.0", min=0, max=100)
-    bitcost_log_scale: bool = param(True, label="log1p", help="compress bitcost with log1p before normalising")
+    bitcost_pct: float = param(
+        99.0, label="Normalisation percentile", help="grid value mapped to 1.0", min=0, max=100
+    )
+    bitcost_log_scale: bool = param(
+        True, label="log1p", help="compress bitcost with log1p before normalising"
+    )
     iframe_score_clip_mode: str = param(
         "none",
         label="I-frame clip",
@@ -27,7 +31,11 @@ class ScoreConfig:
         choices=IFRAME_CLIP_MODES,
     )
     iframe_score_clip_percentile: float = param(
-        95.0, label="I-frame clip percentile", help="percentile of non-I scores used as the cap", min=0, max=100
+        95.0,
+        label="I-frame clip percentile",
+        help="percentile of non-I scores used as the cap",
+        min=0,
+        max=100,
     )
 
     def __post_init__(self) -> None:
@@ -64,7 +72,9 @@ def upsample(grid: np.ndarray, processed_hw: tuple[int, int]) -> np.ndarray:
     return cv2.resize(grid, (w, h), interpolation=cv2.INTER_NEAREST)
 
 
-def patch_and_block_sums(score_map: np.ndarray, *, patch: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+def patch_and_block_sums(
+    score_map: np.ndarray, *, patch: int, block_size: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Sum a (H, W) map over p×p patches, then over b×b patches.
 
     Returns
@@ -116,7 +126,11 @@ def score_frames(decoded: DecodedFrames, geometry: Geometry, *, config: ScoreCon
         i_rows = [r for r, t in enumerate(decoded.pict_types) if t.upper() == "I"]
         non_i = [r for r in range(n) if r not in set(i_rows)]
         pct = min(max(config.iframe_score_clip_percentile, 0.0), 100.0)
-        debug = {"mode": config.iframe_score_clip_mode, "percentile": pct, "iframe_count": len(i_rows)}
+        debug = {
+            "mode": config.iframe_score_clip_mode,
+            "percentile": pct,
+            "iframe_count": len(i_rows),
+        }
         if i_rows and non_i:
             flat = np.concatenate([upsample(grids[r], hw).ravel() for r in non_i])
             cap = float(np.percentile(flat, pct))

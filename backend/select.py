@@ -102,11 +102,21 @@ def select_group(
         cand = np.zeros(0, np.float32)
         cand_t = cand_flat = np.zeros(0, np.int64)
     idx = top_k(cand, min(budget, cand.size)) if budget > 0 else np.zeros(0, np.int64)
-    ranked = np.stack([cand_t[idx], cand_flat[idx]], axis=1).astype(np.int32) if idx.size else np.zeros((0, 2), np.int32)
+    ranked = (
+        np.stack([cand_t[idx], cand_flat[idx]], axis=1).astype(np.int32)
+        if idx.size
+        else np.zeros((0, 2), np.int32)
+    )
     ranked_scores = cand[idx]
     by_pos = np.lexsort((ranked[:, 1], ranked[:, 0])) if idx.size else np.zeros(0, np.int64)
     kept_tf = ranked[by_pos]
-    kept = np.stack([kept_tf[:, 0], kept_tf[:, 1] // block_cols, kept_tf[:, 1] % block_cols], axis=1).astype(np.int32) if idx.size else np.zeros((0, 3), np.int32)
+    kept = (
+        np.stack([kept_tf[:, 0], kept_tf[:, 1] // block_cols, kept_tf[:, 1] % block_cols], axis=1).astype(
+            np.int32
+        )
+        if idx.size
+        else np.zeros((0, 3), np.int32)
+    )
     return GroupSelection(
         group_index=group_index,
         start=start,

@@ -40,8 +40,12 @@ def pyav_decode_secs(video: Path) -> float:
 def run_cvp(video: Path, out: Path, extra: list[str]) -> tuple[float, dict[str, float] | None]:
     exe = Path(sys.executable).parent / "codec-video-prep"
     t0 = time.perf_counter()
-    proc = subprocess.run([str(exe), "--video", str(video), "--out_dir", str(out), *extra],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [str(exe), "--video", str(video), "--out_dir", str(out), *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         return float("nan"), None
@@ -51,9 +55,25 @@ def run_cvp(video: Path, out: Path, extra: list[str]) -> tuple[float, dict[str, 
 
 def run_lens(video: Path, out: Path, profile: str, extra: list[str]) -> tuple[float, dict[str, float] | None]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "select", str(video), "--out", str(out),
-                           "--profile", profile, "--json", *extra],
-                          capture_output=True, text=True, cwd=REPO, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "select",
+            str(video),
+            "--out",
+            str(out),
+            "--profile",
+            profile,
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         print(f"  codec-lens {profile} failed: {proc.stderr.strip().splitlines()[-1]}")
@@ -67,17 +87,23 @@ def median(values: list[float]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("videos", nargs="+", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
     print(f"options: {' '.join(extra) or '(defaults)'}; median of {args.repeat} interleaved runs\n")
-    header = (f"{'clip':34s} {'pyav':>6s} {'cvp':>6s} {'parity':>7s} {'clean':>6s} "
-              f"{'par/cvp':>8s} {'cln/cvp':>8s} {'par/pyav':>9s} {'cln/pyav':>9s}")
+    header = (
+        f"{'clip':34s} {'pyav':>6s} {'cvp':>6s} {'parity':>7s} {'clean':>6s} "
+        f"{'par/cvp':>8s} {'cln/cvp':>8s} {'par/pyav':>9s} {'cln/pyav':>9s}"
+    )
     print(header)
     for video in args.videos:
-        rows: dict[str, list[float]] = {k: [] for k in ("pyav", "cvp", "parity", "clean", "parity_pipe", "clean_pipe")}
+        rows: dict[str, list[float]] = {
+            k: [] for k in ("pyav", "cvp", "parity", "clean", "parity_pipe", "clean_pipe")
+        }
         stages: dict[str, dict[str, float] | None] = {}
         with tempfile.TemporaryDirectory() as tmp:
             for rep in range(args.repeat):
@@ -90,15 +116,19 @@ def main() -> int:
                     rows[f"{profile}_pipe"].append(st["total"] if st else float("nan"))
                     stages[profile] = st
         m = {k: median(v) for k, v in rows.items()}
-        print(f"{video.name[:34]:34s} {m['pyav']:6.2f} {m['cvp']:6.2f} {m['parity']:7.2f} {m['clean']:6.2f} "
-              f"{m['parity'] / m['cvp']:8.2f} {m['clean'] / m['cvp']:8.2f} "
-              f"{m['parity_pipe'] / m['pyav']:9.2f} {m['clean_pipe'] / m['pyav']:9.2f}")
+        print(
+            f"{video.name[:34]:34s} {m['pyav']:6.2f} {m['cvp']:6.2f} {m['parity']:7.2f} {m['clean']:6.2f} "
+            f"{m['parity'] / m['cvp']:8.2f} {m['clean'] / m['cvp']:8.2f} "
+            f"{m['parity_pipe'] / m['pyav']:9.2f} {m['clean_pipe'] / m['pyav']:9.2f}"
+        )
         for name, st in stages.items():
             if st:
                 shown = {k: round(v, 3) for k, v in st.items() if v >= 0.005}
                 print(f"    {name:7s} stages (last run): {shown}")
-    print("\nwall = whole process (interpreter + imports + run); pipe = codec-lens in-process pipeline total;"
-          "\npyav = one in-process PyAV decode of every frame (no colour conversion).")
+    print(
+        "\nwall = whole process (interpreter + imports + run); pipe = codec-lens in-process pipeline total;"
+        "\npyav = one in-process PyAV decode of every frame (no colour conversion)."
+    )
     return 0
 
 

@@ -42,7 +42,7 @@ def versions() -> dict[str, str | None]:
         from importlib.metadata import version
 
         cvp_version: str | None = version("codec-video-prep")
-    except Exception:  # noqa: BLE001 - metadata lookup failures of any kind mean "unknown"
+    except Exception:
         cvp_version = None
     libav = av.library_versions.get("libavcodec")
     return {

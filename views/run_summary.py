@@ -35,7 +35,15 @@ def prepare_summary(result: RunResult) -> str:
     return "\n".join(lines)
 
 
-GROUP_HEADERS = ["group", "candidates", "frames", "length", "anchor frame", "stop reason", "kept blocks"]
+GROUP_HEADERS = [
+    "group",
+    "candidates",
+    "frames",
+    "length",
+    "anchor frame",
+    "stop reason",
+    "kept blocks",
+]
 
 
 def prepare_group_rows(result: RunResult) -> list[list[Any]]:
@@ -45,15 +53,17 @@ def prepare_group_rows(result: RunResult) -> list[list[Any]]:
     rows = []
     for spec in result.groups.specs:
         sel = sel_by_group.get(spec.group_index)
-        rows.append([
-            spec.group_index,
-            f"{spec.start}–{spec.end - 1}",
-            f"{int(ids[spec.start])}–{int(ids[spec.end - 1])}",
-            spec.frame_count,
-            sel.frame_indices[0] if sel else "skipped",
-            spec.stop_reason,
-            int(sel.kept.shape[0]) if sel else 0,
-        ])
+        rows.append(
+            [
+                spec.group_index,
+                f"{spec.start}–{spec.end - 1}",
+                f"{int(ids[spec.start])}–{int(ids[spec.end - 1])}",
+                spec.frame_count,
+                sel.frame_indices[0] if sel else "skipped",
+                spec.stop_reason,
+                int(sel.kept.shape[0]) if sel else 0,
+            ]
+        )
     return rows
 
 
@@ -109,11 +119,15 @@ def prepare_frame(result: RunResult, row: int) -> FrameView:
         block[:2], block[-2:], block[:, :2], block[:, -2:] = KEPT_RGB, KEPT_RGB, KEPT_RGB, KEPT_RGB
     is_anchor = row in anchor_rows(result)
     if is_anchor:
-        image[:4], image[-4:], image[:, :4], image[:, -4:] = ANCHOR_RGB, ANCHOR_RGB, ANCHOR_RGB, ANCHOR_RGB
+        image[:4], image[-4:], image[:, :4], image[:, -4:] = (
+            ANCHOR_RGB,
+            ANCHOR_RGB,
+            ANCHOR_RGB,
+            ANCHOR_RGB,
+        )
     fid = int(result.candidates.frame_indices[row])
     pict = result.decoded.pict_types[row]
-    caption = (
-        f"candidate {row} · frame {fid} · {pict} · "
-        + ("anchor (whole frame kept)" if is_anchor else f"{len(kept)} kept blocks")
+    caption = f"candidate {row} · frame {fid} · {pict} · " + (
+        "anchor (whole frame kept)" if is_anchor else f"{len(kept)} kept blocks"
     )
     return FrameView(image=image, caption=caption)

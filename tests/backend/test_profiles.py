@@ -62,8 +62,12 @@ def test_sparse_bframe_sampling_backfills_in_parity_only(h264_clip):
 
 
 def test_short_readiness_tail_dropped_in_parity_merged_in_clean(h264_clip):
-    common = dict(num_sampled_frames=70, max_group_frames=64, readiness_sum_threshold_mode="fixed",
-                  readiness_sum_threshold=1e11)
+    common = dict(
+        num_sampled_frames=70,
+        max_group_frames=64,
+        readiness_sum_threshold_mode="fixed",
+        readiness_sum_threshold=1e11,
+    )
     parity = run(h264_clip, options=SelectionOptions(profile="parity", **common))
     clean = run(h264_clip, options=SelectionOptions(profile="clean", **common))
     n = parity.candidates.frame_indices.size
@@ -113,7 +117,10 @@ def test_meta_states_the_real_backend(h264_clip, tmp_path):
 
 def test_full_decode_pixels_are_deblocked(h264_clip):
     fast = run(h264_clip, options=SelectionOptions(profile="clean", num_sampled_frames=8))
-    full = run(h264_clip, options=SelectionOptions(profile="clean", num_sampled_frames=8, pixel_source="full_decode"))
+    full = run(
+        h264_clip,
+        options=SelectionOptions(profile="clean", num_sampled_frames=8, pixel_source="full_decode"),
+    )
     h, w = full.geometry.processed_hw
     ids = full.decoded.frame_indices.tolist()
     ref = gateway.decode_frames_rgb(h264_clip, ids, out_width=w, out_height=h)

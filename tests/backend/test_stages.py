@@ -15,8 +15,8 @@ from backend.records import (
     DecodedFrames,
     FrameQuality,
     Geometry,
-    GroupSpec,
     Groups,
+    GroupSpec,
     ScoreMaps,
     VideoInfo,
 )
@@ -25,22 +25,44 @@ from backend.score import normalise_grid, patch_and_block_sums, upsample
 from backend.select import SelectConfig, select_blocks, select_group, top_k
 
 
-def make_info(total: int = 240, *, fps: float = 30.0, keyframes: tuple[int, ...] = (0, 60, 120, 180),
-              width: int = 640, height: int = 360, codec: str = "h264", stss: bool = True) -> VideoInfo:
+def make_info(
+    total: int = 240,
+    *,
+    fps: float = 30.0,
+    keyframes: tuple[int, ...] = (0, 60, 120, 180),
+    width: int = 640,
+    height: int = 360,
+    codec: str = "h264",
+    stss: bool = True,
+) -> VideoInfo:
     """A VideoInfo for a clip with one packet per frame."""
     is_key = np.zeros(total, dtype=bool)
     keyframes = tuple(k for k in keyframes if k < total)
     is_key[list(keyframes)] = True
     return VideoInfo(
-        path="synthetic.mp4", size_bytes=1, format_name="mov,mp4", codec_name=codec, width=width,
-        height=height, fps=fps, total_frames=total, frame_count_source="header",
-        duration_secs=total / fps, stream_bit_rate=339472, format_bit_rate=0, start_pts_secs=0.0,
-        packet_pts_secs=np.arange(total) / fps, packet_size_bytes=np.full(total, 1000, np.int64),
-        packet_is_keyframe=is_key, stss_keyframes=keyframes if stss else None, has_programs=False,
+        path="synthetic.mp4",
+        size_bytes=1,
+        format_name="mov,mp4",
+        codec_name=codec,
+        width=width,
+        height=height,
+        fps=fps,
+        total_frames=total,
+        frame_count_source="header",
+        duration_secs=total / fps,
+        stream_bit_rate=339472,
+        format_bit_rate=0,
+        start_pts_secs=0.0,
+        packet_pts_secs=np.arange(total) / fps,
+        packet_size_bytes=np.full(total, 1000, np.int64),
+        packet_is_keyframe=is_key,
+        stss_keyframes=keyframes if stss else None,
+        has_programs=False,
     )
 
 
 # --- geometry ---------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("hw", "kwargs", "expected"),
@@ -76,7 +98,10 @@ def test_geometry_rejects_tiny_frames():
 
 
 def test_config_errors_name_value_and_choices():
-    with pytest.raises(ValueError, match=r"Invalid grouping mode \('adaptive_gop'\). Supported values are 'readiness', 'fixed'"):
+    with pytest.raises(
+        ValueError,
+        match=r"Invalid grouping mode \('adaptive_gop'\). Supported values are 'readiness', 'fixed'",
+    ):
         SelectionOptions(grouping_mode="adaptive_gop")
     with pytest.raises(ValueError, match=r"Invalid patch \(0\)"):
         GeometryConfig(patch=0)
@@ -85,6 +110,7 @@ def test_config_errors_name_value_and_choices():
 
 
 # --- sampling and keyframes ---------------------------------------------------------------------
+
 
 def test_linspace_int_truncates_and_keeps_last():
     assert linspace_int(0, 239, 5).tolist() == [0, 59, 119, 179, 239]
@@ -161,6 +187,7 @@ def test_vp9_keyframes_parity_lists_every_frame_clean_reads_bitstream():
 
 # --- scores ------------------------------------------------------------------------------------
 
+
 def test_percentile_normalisation_by_hand():
     grid = np.array([[0, 1, 3, 7]], dtype=np.int32)
     out = normalise_grid(grid, percentile=50.0, log_scale=False)
@@ -182,6 +209,7 @@ def test_upsample_is_nearest_and_sums_are_exact():
 
 # --- top-K and readiness -----------------------------------------------------------------------
 
+
 def test_top_k_ties_follow_argpartition_and_order_by_score():
     scores = np.array([3, 1, 3, 3, 2, 3], np.float32)
     idx = top_k(scores, 3)
@@ -202,9 +230,13 @@ def test_window_stats_sum_and_coverage():
 
 def _scores(block_rows: np.ndarray) -> ScoreMaps:
     n = block_rows.shape[0]
-    return ScoreMaps(grids=tuple(np.zeros((1, 1), np.float32) for _ in range(n)), processed_hw=(4, 4),
-                     patch_scores=np.zeros((n, 4, 4), np.float32), block_scores=block_rows.astype(np.float32),
-                     iframe_clip_cap=None)
+    return ScoreMaps(
+        grids=tuple(np.zeros((1, 1), np.float32) for _ in range(n)),
+        processed_hw=(4, 4),
+        patch_scores=np.zeros((n, 4, 4), np.float32),
+        block_scores=block_rows.astype(np.float32),
+        iframe_clip_cap=None,
+    )
 
 
 TINY = Geometry(orig_hw=(4, 4), prepared_hw=(4, 4), processed_hw=(4, 4), patch=1, block_size=2)
@@ -216,15 +248,31 @@ def test_readiness_stops_on_low_gain_and_drops_tail_in_parity():
     rows = np.zeros((n, 4), np.float32)
     rows[1:5] = [[10, 0, 0, 0]] * 4  # frames 1–4 carry the score; later frames add nothing
     info = make_info(n, keyframes=(0,))
-    cand = Candidates(frame_indices=np.arange(n, dtype=np.int32), sampled_frame_indices=np.arange(n, dtype=np.int32),
-                      keyframe_indices=(), moved=(), debug={})
-    cfg = dict(images_per_group=2, min_group_frames=4, max_group_frames=8, readiness_sum_threshold_mode="fixed",
-               readiness_sum_threshold=20.0, readiness_coverage_bins=1)
+    cand = Candidates(
+        frame_indices=np.arange(n, dtype=np.int32),
+        sampled_frame_indices=np.arange(n, dtype=np.int32),
+        keyframe_indices=(),
+        moved=(),
+        debug={},
+    )
+    cfg = dict(
+        images_per_group=2,
+        min_group_frames=4,
+        max_group_frames=8,
+        readiness_sum_threshold_mode="fixed",
+        readiness_sum_threshold=20.0,
+        readiness_coverage_bins=1,
+    )
     assert block_budget(TINY, 2) == 4
     groups = build_groups(info, cand, _scores(rows), TINY, config=GroupConfig(profile="parity", **cfg))
     # end=4: sum 30 ≥ 20 → first pass (ratio 1.0); end=5: sum 40, gain 33% → continue;
     # end=6: sum 40, gain 0% < 5% → stop, end 6 included.
-    assert [(s.start, s.end, s.stop_reason) for s in groups.specs][0] == (0, 6, "readiness_threshold_low_gain")
+    first = groups.specs[0]
+    assert (first.start, first.end, first.stop_reason) == (
+        0,
+        6,
+        "readiness_threshold_low_gain",
+    )
     steps = [s for s in groups.trace if s.group_index == 0]
     assert [s.end for s in steps] == [4, 5, 6] and steps[-1].decision == "stop"
     assert steps[0].marginal_gain == 1.0 and steps[1].topk_sum == 40.0
@@ -237,10 +285,20 @@ def test_readiness_tail_parity_drops_clean_merges():
     n = 11
     rows = np.ones((n, 4), np.float32)
     info = make_info(n, keyframes=(0,))
-    cand = Candidates(frame_indices=np.arange(n, dtype=np.int32), sampled_frame_indices=np.arange(n, dtype=np.int32),
-                      keyframe_indices=(), moved=(), debug={})
-    cfg = dict(images_per_group=2, min_group_frames=4, max_group_frames=8, readiness_sum_threshold_mode="fixed",
-               readiness_sum_threshold=1e9)
+    cand = Candidates(
+        frame_indices=np.arange(n, dtype=np.int32),
+        sampled_frame_indices=np.arange(n, dtype=np.int32),
+        keyframe_indices=(),
+        moved=(),
+        debug={},
+    )
+    cfg = dict(
+        images_per_group=2,
+        min_group_frames=4,
+        max_group_frames=8,
+        readiness_sum_threshold_mode="fixed",
+        readiness_sum_threshold=1e9,
+    )
     parity = build_groups(info, cand, _scores(rows), TINY, config=GroupConfig(profile="parity", **cfg))
     clean = build_groups(info, cand, _scores(rows), TINY, config=GroupConfig(profile="clean", **cfg))
     assert [(s.start, s.end) for s in parity.specs] == [(0, 8)]
@@ -250,10 +308,18 @@ def test_readiness_tail_parity_drops_clean_merges():
 
 # --- selection and packing ---------------------------------------------------------------------
 
+
 def test_anchor_swap_skips_bad_first_frame():
     blocks = np.array([[0, 0, 0, 0], [1, 2, 3, 4], [5, 6, 7, 8]], np.float32)
-    sel = select_group(np.array([10, 11, 12]), blocks, np.array([False, True, True]),
-                       group_index=0, start=0, budget=2, block_cols=2)
+    sel = select_group(
+        np.array([10, 11, 12]),
+        blocks,
+        np.array([False, True, True]),
+        group_index=0,
+        start=0,
+        budget=2,
+        block_cols=2,
+    )
     assert sel.frame_indices == (11, 10, 12) and sel.anchor_swapped_with == 1
     # The bad frame moved to t=1 and is not a candidate: both blocks come from frame 12 (t=2).
     assert sel.kept.tolist() == [[2, 1, 0], [2, 1, 1]]
@@ -267,12 +333,27 @@ def test_packing_order_and_token_records():
         pixels[r] = (np.arange(16).reshape(4, 4) + 50 * r)[..., None]
     frames = np.array([7, 9, 8], np.int32)  # t=1 is frame 9, t=2 is frame 8
     blocks = np.array([[0, 0, 0, 0], [5, 0, 0, 4], [0, 6, 3, 0]], np.float32)
-    decoded = DecodedFrames(frame_indices=frames, pixels=pixels, grids=(None,) * n, grid_key="mb_bit_cost",
-                            pict_types=("I", "P", "P"), bitcost_source=frames.copy(), pixel_source="fast_reader")
-    cand = Candidates(frame_indices=frames, sampled_frame_indices=frames, keyframe_indices=(), moved=(), debug={})
+    decoded = DecodedFrames(
+        frame_indices=frames,
+        pixels=pixels,
+        grids=(None,) * n,
+        grid_key="mb_bit_cost",
+        pict_types=("I", "P", "P"),
+        bitcost_source=frames.copy(),
+        pixel_source="fast_reader",
+    )
+    cand = Candidates(
+        frame_indices=frames, sampled_frame_indices=frames, keyframe_indices=(), moved=(), debug={}
+    )
     groups = Groups((GroupSpec(0, 0, 3, "fixed_group_size", {}),), 0.0, {}, (), None)
-    selection = select_blocks(cand, _scores(blocks), FrameQuality(np.ones(n, bool), ("",) * n), groups, TINY,
-                              config=SelectConfig(images_per_group=2))
+    selection = select_blocks(
+        cand,
+        _scores(blocks),
+        FrameQuality(np.ones(n, bool), ("",) * n),
+        groups,
+        TINY,
+        config=SelectConfig(images_per_group=2),
+    )
     canv = pack(selection, decoded, TINY, config=PackConfig(images_per_group=2))
     assert canv.images.shape == (2, 4, 4, 3)
     assert np.array_equal(canv.images[0], pixels[0])  # the anchor canvas is the anchor frame
@@ -297,12 +378,23 @@ def test_packing_pads_with_minus_one_rows():
     pixels = np.full((n, 4, 4, 3), 9, np.uint8)
     frames = np.array([0, 1], np.int32)
     blocks = np.array([[0, 0, 0, 0], [1, 0, 0, 0]], np.float32)
-    decoded = DecodedFrames(frame_indices=frames, pixels=pixels, grids=(None,) * n, grid_key="mb_bit_cost",
-                            pict_types=("I", "P"), bitcost_source=frames.copy(), pixel_source="fast_reader")
-    cand = Candidates(frame_indices=frames, sampled_frame_indices=frames, keyframe_indices=(), moved=(), debug={})
+    decoded = DecodedFrames(
+        frame_indices=frames,
+        pixels=pixels,
+        grids=(None,) * n,
+        grid_key="mb_bit_cost",
+        pict_types=("I", "P"),
+        bitcost_source=frames.copy(),
+        pixel_source="fast_reader",
+    )
+    cand = Candidates(
+        frame_indices=frames, sampled_frame_indices=frames, keyframe_indices=(), moved=(), debug={}
+    )
     groups = Groups((GroupSpec(0, 0, 2, "tail_flush", {}),), 0.0, {}, (), None)
     good = FrameQuality(np.array([True, False]), ("", "black"))
-    selection = select_blocks(cand, _scores(blocks), good, groups, TINY, config=SelectConfig(images_per_group=2))
+    selection = select_blocks(
+        cand, _scores(blocks), good, groups, TINY, config=SelectConfig(images_per_group=2)
+    )
     canv = pack(selection, decoded, TINY, config=PackConfig(images_per_group=2))
     assert (canv.src_patch_position[16:] == -1).all() and canv.tokens[16:, 7].sum() == 0
     assert (canv.images[1] == 0).all()

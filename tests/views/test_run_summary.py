@@ -14,8 +14,10 @@ pytestmark = requires_cvp
 
 @pytest.fixture(scope="module")
 def result():
-    return run(REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4",
-               options=SelectionOptions(num_sampled_frames=48))
+    return run(
+        REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4",
+        options=SelectionOptions(num_sampled_frames=48),
+    )
 
 
 def test_kept_blocks_are_outlined_and_the_rest_untouched(result):
