@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -284,3 +284,104 @@ def count_decoded_frames(path: str | Path) -> int:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         return sum(1 for _ in container.decode(stream))
+
+
+def iter_luma(path: str | Path, *, thread_count: int = 0) -> Iterator[np.ndarray]:
+    """Yield each decoded frame's luma plane, (H, W) uint8, in presentation order.
+
+    A normal (deblocked) FFmpeg decode through PyAV; the Y plane is copied as stored,
+    with no colour conversion or scaling.
+    """
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        stream.codec_context.thread_count = int(thread_count)
+        for frame in container.decode(stream):
+            if frame.format.name in ("yuv420p", "yuvj420p", "yuv422p", "yuv444p", "gray"):
+                plane = frame.planes[0]
+                rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
+                yield rows[:, : plane.width].copy()
+            else:
+                yield frame.to_ndarray(format="gray")
+
+
+def iter_reader_luma(path: str | Path) -> Iterator[np.ndarray]:
+    """Yield luma (H, W) uint8 of cvp's fast reader output (loop filter skipped).
+
+    The reader only returns BGR (swscale, native size); luma is recomputed with
+    OpenCV's BT.601 integer weights, so compare it against references converted the
+    same way (:func:`iter_rgb_luma`).
+    """
+    if _cvr is None:
+        raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
+    import cv2
+
+    total = count_decoded_frames(path)
+    step = 64  # bounded memory: the reader returns every requested frame at once
+    for lo in range(0, total, step):
+        ids = list(range(lo, min(total, lo + step)))
+        items = _cvr.read_video_fast_selected(str(path), ids, 1, 0, "slice", None, 1, 0, 0)
+        for item in items:
+            yield cv2.cvtColor(item["pixels"], cv2.COLOR_BGR2YUV)[:, :, 0]
+
+
+def iter_rgb_luma(path: str | Path) -> Iterator[np.ndarray]:
+    """Yield luma (H, W) uint8 of a normal decode converted to BGR by swscale first.
+
+    The counterpart of :func:`iter_reader_luma`: same conversion path, deblocked decode.
+    """
+    import cv2
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for frame in container.decode(stream):
+            yield cv2.cvtColor(frame.to_ndarray(format="bgr24"), cv2.COLOR_BGR2YUV)[:, :, 0]
+
+
+class VideoWriter:
+    """Encode RGB uint8 frames to a file with one of PyAV's bundled encoders.
+
+    ``codec``: libx264, libx265, libvpx-vp9 or libsvtav1 (any PyAV encoder name).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        codec: str,
+        width: int,
+        height: int,
+        fps: Fraction | int,
+        options: dict[str, str] | None = None,
+        pix_fmt: str = "yuv420p",
+    ) -> None:
+        container_options = {"movflags": "+faststart"} if str(path).endswith((".mp4", ".mov")) else {}
+        self._container = av.open(str(path), "w", options=container_options)
+        self._stream = self._container.add_stream(codec, rate=fps, options=options or {})
+        self._stream.width = width
+        self._stream.height = height
+        self._stream.pix_fmt = pix_fmt
+
+    def write(self, rgb: np.ndarray) -> None:
+        """Encode one (H, W, 3) uint8 RGB frame."""
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+
+    def write_luma(self, luma: np.ndarray) -> None:
+        """Encode a (H, W) uint8 luma plane as a grey frame (chroma 128)."""
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(luma), format="gray")
+        for packet in self._stream.encode(frame.reformat(format=self._stream.pix_fmt)):
+            self._container.mux(packet)
+
+    def close(self) -> None:
+        for packet in self._stream.encode(None):
+            self._container.mux(packet)
+        self._container.close()
+
+    def __enter__(self) -> VideoWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
