@@ -110,6 +110,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         "tokens": int(result.canvases.tokens.shape[0]),
         "valid_tokens": int(result.canvases.tokens[:, 7].sum()),
         "seconds": round(seconds, 3),
+        "read_mode": result.decoded.read_mode,
         "stage_seconds": {k: round(v, 4) for k, v in result.timings_secs.items()},
         "warnings": [w.as_dict() for w in result.warnings],
     }

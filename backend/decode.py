@@ -101,8 +101,8 @@ def _to_processed(bgr: np.ndarray, processed_hw: tuple[int, int], *, out: np.nda
     cv2.cvtColor(resized, cv2.COLOR_BGR2RGB, dst=out)
 
 
-def _pixel_parts(info: VideoInfo, uniq: list[int], config: DecodeConfig) -> list[list[int]] | None:
-    """Split the wanted frames at the keyframe that balances two worker reads.
+def _split_parts(info: VideoInfo, uniq: list[int], config: DecodeConfig) -> list[list[int]] | None:
+    """Split the wanted frames at the keyframe that best balances two reads.
 
     Only for MP4-family files: the reader's seek maps timestamps to frames correctly
     there; on MPEG-TS it returned the wrong frames. None → read serially.
@@ -117,6 +117,73 @@ def _pixel_parts(info: VideoInfo, uniq: list[int], config: DecodeConfig) -> list
     if best < len(uniq) // 5 or best > len(uniq) - len(uniq) // 5:
         return None  # too lopsided to pay for a second process
     return [uniq[:best], uniq[best:]]
+
+
+def pruning_cannot_drop(uniq: list[int]) -> bool:
+    """True when cvp's target-only pruning keeps every map for this request.
+
+    The reader computes a picture's map when some wanted index lies within ±2 of
+    its output counter (clipped to [0, last wanted]); a request with no run of 5
+    unwanted frames and a wanted frame among 0–2 covers every counter value.
+    """
+    arr = np.asarray(uniq)
+    return bool(arr.size and arr[0] <= 2 and (arr.size == 1 or np.diff(arr).max() <= 5))
+
+
+def _read(
+    info: VideoInfo, ids: list[int], config: DecodeConfig, *, pixels: bool, w: int, h: int
+) -> tuple[list[dict[str, Any]], dict[int, np.ndarray], str]:
+    """Reader dicts for the request, pixels read apart (if any), and how it was read."""
+    parity = config.profile == "parity"
+    uniq = sorted(set(ids))
+    parts = _split_parts(info, uniq, config)
+    if parts and (not parity or pruning_cannot_drop(uniq)):
+        # Nothing can be pruned, so two unpruned halves give exactly the serial result.
+        wait = gateway.read_segments_parallel(
+            info.path,
+            parts,
+            export_bitcost=True,
+            export_pixels=pixels,
+            out_width=w,
+            out_height=h,
+            run_first_here=True,
+        )
+        try:
+            return wait(), {}, "split"
+        except RuntimeError:
+            pass  # fall through to a serial read
+    pixel_wait = None
+    if parts and pixels:
+        # Pixels dominate; read them in workers while this process runs the exact
+        # (pruned, in parity) bitcost-only pass, which also skips the IDCT.
+        pixel_wait = gateway.read_segments_parallel(
+            info.path,
+            parts,
+            export_bitcost=False,
+            export_pixels=True,
+            out_width=w,
+            out_height=h,
+            run_first_here=False,
+        )
+    # Parity asks exactly as cvp does (repeats and target-only pruning included),
+    # because which frames lose their map depends on the whole request.
+    items = gateway.read_bitcost(
+        info.path,
+        ids if parity else uniq,
+        export_pixels=pixels and pixel_wait is None,
+        out_width=w,
+        out_height=h,
+        target_only=parity,
+    )
+    if pixel_wait is None:
+        return items, {}, "serial"
+    try:
+        return items, {int(it["frame_idx"]): it["pixels"] for it in pixel_wait()}, "bitcost+pixel workers"
+    except RuntimeError:
+        again = gateway.read_bitcost(
+            info.path, uniq, export_pixels=True, out_width=w, out_height=h, target_only=False
+        )
+        return items, {int(it["frame_idx"]): it["pixels"] for it in again}, "serial (split failed)"
 
 
 def decode(
@@ -154,36 +221,8 @@ def decode(
     score_key = GRID_KEYS[grid_for_codec(config.bitcost_grid, info.codec_name)]
     want_reader_pixels = config.pixel_source == "fast_reader"
     h, w = geometry.prepared_hw
-    uniq = sorted(set(ids))
-    # Pixels dominate the reader's time; read them in worker processes while this one
-    # runs a bitcost-only pass (the decoder then skips the IDCT). Same maps, same pixels.
-    parts = _pixel_parts(info, uniq, config) if want_reader_pixels else None
-    pixel_wait = gateway.read_pixels_parallel(info.path, parts, out_width=w, out_height=h) if parts else None
-    reader_pixels: dict[int, np.ndarray] = {}
     try:
-        # Parity asks exactly as cvp does (repeats and target-only pruning included),
-        # because which frames lose their map depends on the whole request.
-        items = gateway.read_bitcost(
-            info.path,
-            ids if parity else uniq,
-            export_pixels=want_reader_pixels and pixel_wait is None,
-            out_width=w,
-            out_height=h,
-            target_only=parity,
-        )
-        if pixel_wait is not None:
-            try:
-                reader_pixels = pixel_wait()
-            except RuntimeError:  # includes a broken worker pool: fall back to one serial read
-                pixel_items = gateway.read_bitcost(
-                    info.path,
-                    uniq,
-                    export_pixels=True,
-                    out_width=w,
-                    out_height=h,
-                    target_only=False,
-                )
-                reader_pixels = {int(it["frame_idx"]): it["pixels"] for it in pixel_items}
+        items, reader_pixels, read_mode = _read(info, ids, config, pixels=want_reader_pixels, w=w, h=h)
     except OSError as exc:
         raise DecodeError(f"bitcost reader failed ({exc})", path=info.path, stage="decode") from exc
     lookup = {int(item["frame_idx"]): item for item in items}
@@ -286,5 +325,6 @@ def decode(
         pict_types=tuple(pict),
         bitcost_source=source,
         pixel_source=config.pixel_source,
+        read_mode=read_mode,
         warnings=tuple(warnings),
     )

@@ -171,6 +171,8 @@ class DecodedFrames(_ShapeRepr):
     """(n,) int32, frame_index whose bitcost (and in parity, pixels) each row carries."""
     pixel_source: str
     """``fast_reader`` (deblocking skipped, cvp's path) or ``full_decode``."""
+    read_mode: str = "serial"
+    """How the reader was driven: ``serial``, ``split`` or ``bitcost+pixel workers``."""
     warnings: tuple[Warning_, ...] = ()
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -108,67 +108,83 @@ def read_bitcost(
                 os.environ[_TARGET_ONLY_ENV] = previous
 
 
-def read_pixels_segment(
+def read_segment(
     path: str | Path,
     frame_indices: Sequence[int],
     *,
+    export_bitcost: bool,
+    export_pixels: bool,
     out_width: int,
     out_height: int,
-) -> tuple[list[int], np.ndarray]:
-    """Pixels only, from cvp's reader, seeking to the keyframe before the first index.
+) -> list[dict[str, Any]]:
+    """One part of a split read: seek to the keyframe before the first index, decode on.
 
-    Single-threaded; no bitcost is computed, so it runs in worker processes beside a
-    bitcost-only pass. The pixels equal a serial read's on MP4 inputs (tested).
-
-    Returns
-    -------
-    (frame_idx of each returned frame, (k, out_height, out_width, 3) uint8 BGR).
+    Single-threaded slice decoding and never pruned, so maps and pixels equal a serial,
+    unpruned read (tested on MP4 inputs). Returns the reader's dicts, sorted by frame.
     """
     if _cvr is None:
         raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
     ids = sorted(int(i) for i in frame_indices)
-    items = _cvr.read_video_fast_selected_segment(
-        str(path), ids, ids[0], ids[-1], 1, 0, "slice", 1, int(out_width), int(out_height)
+    return _cvr.read_video_fast_selected_segment(
+        str(path),
+        ids,
+        ids[0],
+        ids[-1],
+        1,
+        1 if export_bitcost else 0,
+        "slice",
+        1 if export_pixels else 0,
+        int(out_width),
+        int(out_height),
     )
-    got = [int(item["frame_idx"]) for item in items]
-    if not items:
-        return got, np.zeros((0, out_height, out_width, 3), np.uint8)
-    return got, np.stack([item["pixels"] for item in items])
 
 
-def read_pixels_parallel(
+def read_segments_parallel(
     path: str | Path,
     parts: Sequence[Sequence[int]],
     *,
+    export_bitcost: bool,
+    export_pixels: bool,
     out_width: int,
     out_height: int,
-) -> Any:
-    """Start one worker process per part of :func:`read_pixels_segment`.
+    run_first_here: bool,
+) -> Callable[[], list[dict[str, Any]]]:
+    """Start :func:`read_segment` for each part in worker processes.
+
+    With ``run_first_here`` the first part is read by the returned callable in this
+    process (one process fewer to start and to copy pixels back from).
 
     Returns
     -------
-    A callable that waits and returns ``{frame_idx: (H, W, 3) BGR}``; it raises
+    A callable that waits and returns every part's dicts in order; it raises
     ``RuntimeError`` when a part came back with other frames than asked for.
     """
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    kwargs = {
+        "export_bitcost": export_bitcost,
+        "export_pixels": export_pixels,
+        "out_width": out_width,
+        "out_height": out_height,
+    }
+    remote = list(parts[1:]) if run_first_here else list(parts)
     # fork: workers inherit the loaded reader instead of re-importing it (~0.3 s each).
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    pool = ProcessPoolExecutor(max_workers=len(parts), mp_context=multiprocessing.get_context(method))
-    futures = [
-        pool.submit(read_pixels_segment, str(path), list(p), out_width=out_width, out_height=out_height)
-        for p in parts
-    ]
+    pool = ProcessPoolExecutor(
+        max_workers=max(1, len(remote)), mp_context=multiprocessing.get_context(method)
+    )
+    futures = [pool.submit(read_segment, str(path), list(p), **kwargs) for p in remote]
 
-    def wait() -> dict[int, np.ndarray]:
+    def wait() -> list[dict[str, Any]]:
         try:
-            out: dict[int, np.ndarray] = {}
-            for part, future in zip(parts, futures, strict=True):
-                got, pixels = future.result()
-                if got != sorted(int(i) for i in part):
+            results = [read_segment(path, parts[0], **kwargs)] if run_first_here else []
+            results += [f.result() for f in futures]
+            out: list[dict[str, Any]] = []
+            for part, items in zip(parts, results, strict=True):
+                if [int(it["frame_idx"]) for it in items] != sorted(int(i) for i in part):
                     raise RuntimeError("segment read returned other frames than requested")
-                out.update(zip(got, pixels, strict=True))
+                out += items
             return out
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
