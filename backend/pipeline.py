@@ -120,8 +120,12 @@ class SelectionOptions:
         help="fast_reader (cvp: loop filter skipped) or full_decode (deblocked; clean only)",
         choices=decode_mod.PIXEL_SOURCES,
     )
-    decode_workers: int = param(
-        2, label="Decode workers", help="processes for the clean profile's read", min=1, max=64
+    workers: int = param(
+        2,
+        label="Workers",
+        help="processes/threads a run may use (decode split, per-frame stages)",
+        min=1,
+        max=64,
     )
 
     def __post_init__(self) -> None:
@@ -160,13 +164,14 @@ class SelectionOptions:
             "decode": decode_mod.DecodeConfig(
                 bitcost_grid=self.bitcost_grid,
                 pixel_source=self.pixel_source,
-                workers=self.decode_workers,
+                workers=self.workers,
                 profile=prof,
             ),
-            "quality": quality_mod.QualityConfig(),
+            "quality": quality_mod.QualityConfig(threads=self.workers),
             "score": score_mod.ScoreConfig(
                 iframe_score_clip_mode=self.iframe_score_clip_mode,
                 iframe_score_clip_percentile=self.iframe_score_clip_percentile,
+                threads=self.workers,
             ),
             "group": group_mod.GroupConfig(
                 grouping_mode=self.grouping_mode,

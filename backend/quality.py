@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import cv2
@@ -30,6 +31,7 @@ class QualityConfig:
         min=0,
         max=1,
     )
+    threads: int = param(2, label="Threads", help="threads for the per-frame statistics", min=1, max=64)
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -91,13 +93,13 @@ def assess_frames(decoded: DecodedFrames, *, config: QualityConfig) -> FrameQual
     FrameQuality with ``good`` (n,) bool and a reason per frame.
     """
     # Rows that share a source (repeated candidates, parity backfill) share pixels.
-    by_source: dict[int, str] = {}
-    reasons_list = []
-    for row, frame in enumerate(decoded.pixels):
-        key = int(decoded.bitcost_source[row])
-        if key not in by_source:
-            by_source[key] = frame_bad_reason(frame, config)
-        reasons_list.append(by_source[key])
-    reasons = tuple(reasons_list)
+    first_row: dict[int, int] = {}
+    for row, key in enumerate(decoded.bitcost_source.tolist()):
+        first_row.setdefault(key, row)
+    # OpenCV releases the GIL, so threads overlap the per-frame statistics.
+    with ThreadPoolExecutor(max_workers=config.threads) as pool:
+        found = pool.map(lambda r: frame_bad_reason(decoded.pixels[r], config), first_row.values())
+        verdicts = dict(zip(first_row, found, strict=True))
+    reasons = tuple(verdicts[key] for key in decoded.bitcost_source.tolist())
     good = np.asarray([not r for r in reasons], dtype=bool)
     return FrameQuality(good=good, reasons=reasons)

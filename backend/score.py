@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ class ScoreConfig:
         min=0,
         max=100,
     )
+    threads: int = param(2, label="Threads", help="threads for upsampling and patch sums", min=1, max=64)
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -141,20 +143,28 @@ def score_frames(decoded: DecodedFrames, geometry: Geometry, *, config: ScoreCon
             debug["applied"] = False
     patch_scores = np.empty((n, hb, wb), dtype=np.float32)
     block_scores = np.empty((n, (hb // b) * (wb // b)), dtype=np.float32)
-    cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    # Repeated candidates (N > frame count, or parity backfill) share one grid object;
+    # clipped I-frame rows are computed on their own.
+    first_row: dict[object, int] = {}
     for row in range(n):
-        # Repeated candidates (N > frame count, or parity backfill) share one grid object.
-        key = id(decoded.grids[row])
-        if key not in cache or row in clip_rows:
-            score_map = upsample(grids[row], hw)
-            if row in clip_rows:
-                assert debug is not None and cap is not None
-                debug["changed_pixels"] += int(np.count_nonzero(score_map > cap))
-                score_map = np.minimum(score_map, np.float32(cap))
-                patch_scores[row], block_scores[row] = patch_and_block_sums(score_map, patch=p, block_size=b)
-                continue
-            cache[key] = patch_and_block_sums(score_map, patch=p, block_size=b)
-        patch_scores[row], block_scores[row] = cache[key]
+        first_row.setdefault(("clip", row) if row in clip_rows else id(decoded.grids[row]), row)
+
+    def sums(row: int) -> tuple[np.ndarray, np.ndarray]:
+        score_map = upsample(grids[row], hw)
+        if row in clip_rows:
+            score_map = np.minimum(score_map, np.float32(cap))
+        return patch_and_block_sums(score_map, patch=p, block_size=b)
+
+    with ThreadPoolExecutor(max_workers=config.threads) as pool:
+        computed = dict(zip(first_row, pool.map(sums, first_row.values()), strict=True))
+    for row in range(n):
+        key = ("clip", row) if row in clip_rows else id(decoded.grids[row])
+        patch_scores[row], block_scores[row] = computed[key]
+    if clip_rows:
+        assert debug is not None and cap is not None
+        debug["changed_pixels"] = int(
+            sum(np.count_nonzero(upsample(grids[r], hw) > cap) for r in sorted(clip_rows))
+        )
     return ScoreMaps(
         grids=grids,
         processed_hw=hw,
