@@ -131,58 +131,55 @@ def pruning_cannot_drop(uniq: list[int]) -> bool:
 
 
 def _read(
-    info: VideoInfo, ids: list[int], config: DecodeConfig, *, pixels: bool, w: int, h: int
+    info: VideoInfo,
+    ids: list[int],
+    config: DecodeConfig,
+    *,
+    pixels: bool,
+    w: int,
+    h: int,
+    keep_keys: tuple[str, ...],
 ) -> tuple[list[dict[str, Any]], dict[int, np.ndarray], str]:
     """Reader dicts for the request, pixels read apart (if any), and how it was read."""
     parity = config.profile == "parity"
     uniq = sorted(set(ids))
-    parts = _split_parts(info, uniq, config)
+    parts = _split_parts(info, uniq, config) if gateway.can_fork() else None
+    size = {"out_width": w, "out_height": h}
     if parts and (not parity or pruning_cannot_drop(uniq)):
-        # Nothing can be pruned, so two unpruned halves give exactly the serial result.
-        wait = gateway.read_segments_parallel(
-            info.path,
-            parts,
-            export_bitcost=True,
-            export_pixels=pixels,
-            out_width=w,
-            out_height=h,
-            run_first_here=True,
+        # Nothing can be pruned, so unpruned halves give exactly the serial result.
+        reads = gateway.SegmentReads(
+            info.path, parts, export_bitcost=True, export_pixels=pixels, keep_keys=keep_keys, **size
         )
         try:
-            return wait(), {}, "split"
+            items = reads.wait()
+            got = dict(zip(uniq, reads.pixels, strict=True)) if reads.pixels is not None else {}
+            return items, got, "split"
         except RuntimeError:
             pass  # fall through to a serial read
-    pixel_wait = None
+    pixel_reads = None
     if parts and pixels:
-        # Pixels dominate; read them in workers while this process runs the exact
+        # Pixels dominate; children read them while this process runs the exact
         # (pruned, in parity) bitcost-only pass, which also skips the IDCT.
-        pixel_wait = gateway.read_segments_parallel(
-            info.path,
-            parts,
-            export_bitcost=False,
-            export_pixels=True,
-            out_width=w,
-            out_height=h,
-            run_first_here=False,
+        pixel_reads = gateway.SegmentReads(
+            info.path, parts, export_bitcost=False, export_pixels=True, read_first_here=False, **size
         )
     # Parity asks exactly as cvp does (repeats and target-only pruning included),
     # because which frames lose their map depends on the whole request.
     items = gateway.read_bitcost(
         info.path,
         ids if parity else uniq,
-        export_pixels=pixels and pixel_wait is None,
-        out_width=w,
-        out_height=h,
+        export_pixels=pixels and pixel_reads is None,
         target_only=parity,
+        **size,
     )
-    if pixel_wait is None:
+    if pixel_reads is None:
         return items, {}, "serial"
     try:
-        return items, {int(it["frame_idx"]): it["pixels"] for it in pixel_wait()}, "bitcost+pixel workers"
+        pixel_reads.wait()
+        assert pixel_reads.pixels is not None
+        return items, dict(zip(uniq, pixel_reads.pixels, strict=True)), "bitcost here, pixels in workers"
     except RuntimeError:
-        again = gateway.read_bitcost(
-            info.path, uniq, export_pixels=True, out_width=w, out_height=h, target_only=False
-        )
+        again = gateway.read_bitcost(info.path, uniq, export_pixels=True, target_only=False, **size)
         return items, {int(it["frame_idx"]): it["pixels"] for it in again}, "serial (split failed)"
 
 
@@ -222,7 +219,9 @@ def decode(
     want_reader_pixels = config.pixel_source == "fast_reader"
     h, w = geometry.prepared_hw
     try:
-        items, reader_pixels, read_mode = _read(info, ids, config, pixels=want_reader_pixels, w=w, h=h)
+        items, reader_pixels, read_mode = _read(
+            info, ids, config, pixels=want_reader_pixels, w=w, h=h, keep_keys=wanted
+        )
     except OSError as exc:
         raise DecodeError(f"bitcost reader failed ({exc})", path=info.path, stage="decode") from exc
     lookup = {int(item["frame_idx"]): item for item in items}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -139,57 +139,133 @@ def read_segment(
     )
 
 
-def read_segments_parallel(
-    path: str | Path,
-    parts: Sequence[Sequence[int]],
-    *,
+def _read_into(
+    path: str,
+    part: list[int],
+    pixels: np.ndarray | None,
+    offset: int,
     export_bitcost: bool,
-    export_pixels: bool,
-    out_width: int,
-    out_height: int,
-    run_first_here: bool,
-) -> Callable[[], list[dict[str, Any]]]:
-    """Start :func:`read_segment` for each part in worker processes.
-
-    With ``run_first_here`` the first part is read by the returned callable in this
-    process (one process fewer to start and to copy pixels back from).
-
-    Returns
-    -------
-    A callable that waits and returns every part's dicts in order; it raises
-    ``RuntimeError`` when a part came back with other frames than asked for.
-    """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    kwargs = {
-        "export_bitcost": export_bitcost,
-        "export_pixels": export_pixels,
-        "out_width": out_width,
-        "out_height": out_height,
-    }
-    remote = list(parts[1:]) if run_first_here else list(parts)
-    # fork: workers inherit the loaded reader instead of re-importing it (~0.3 s each).
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    pool = ProcessPoolExecutor(
-        max_workers=max(1, len(remote)), mp_context=multiprocessing.get_context(method)
+    keep_keys: tuple[str, ...] | None,
+    size: tuple[int, int],
+) -> list[dict[str, Any]]:
+    """Read one part; move its pixels into ``pixels[offset:]`` and keep only wanted maps."""
+    items = read_segment(
+        path,
+        part,
+        export_bitcost=export_bitcost,
+        export_pixels=pixels is not None,
+        out_width=size[1],
+        out_height=size[0],
     )
-    futures = [pool.submit(read_segment, str(path), list(p), **kwargs) for p in remote]
+    out = []
+    for row, item in enumerate(items):
+        if pixels is not None and row < len(part):
+            pixels[offset + row] = item.pop("pixels")
+        bitcost = item.get("bitcost")
+        if bitcost is not None and keep_keys is not None:
+            item["bitcost"] = {k: v for k, v in bitcost.items() if k in keep_keys}
+        out.append(item)
+    return out
 
-    def wait() -> list[dict[str, Any]]:
-        try:
-            results = [read_segment(path, parts[0], **kwargs)] if run_first_here else []
-            results += [f.result() for f in futures]
-            out: list[dict[str, Any]] = []
-            for part, items in zip(parts, results, strict=True):
-                if [int(it["frame_idx"]) for it in items] != sorted(int(i) for i in part):
-                    raise RuntimeError("segment read returned other frames than requested")
-                out += items
-            return out
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
 
-    return wait
+def _segment_child(conn: Any, *args: Any) -> None:
+    try:
+        conn.send((True, _read_into(*args)))
+    except (OSError, RuntimeError, ValueError, TypeError) as exc:  # reported to the parent
+        conn.send((False, f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+class SegmentReads:
+    """Reads of several frame ranges at once: the first here, the rest in forked children.
+
+    Children write pixels straight into an anonymous shared mapping made before the
+    fork, so nothing large is pickled; only the (small) bitcost maps come back through
+    a pipe. Pixels land in concatenated part order: ``pixels[i]`` is frame
+    ``sum(parts, [])[i]``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        parts: Sequence[Sequence[int]],
+        *,
+        export_bitcost: bool,
+        export_pixels: bool,
+        out_width: int,
+        out_height: int,
+        keep_keys: tuple[str, ...] | None = None,
+        read_first_here: bool = True,
+    ) -> None:
+        import mmap
+        import multiprocessing
+
+        self._path = str(path)
+        self._parts = [sorted(int(i) for i in p) for p in parts]
+        total = sum(len(p) for p in self._parts)
+        self._offsets = np.concatenate([[0], np.cumsum([len(p) for p in self._parts])]).astype(int).tolist()
+        self._size = (int(out_height), int(out_width))
+        self._export_bitcost = export_bitcost
+        self._keep = keep_keys
+        self._first_here = read_first_here
+        self.pixels: np.ndarray | None = None
+        if export_pixels:
+            frame_bytes = out_height * out_width * 3
+            self._map = mmap.mmap(-1, max(1, total * frame_bytes))
+            self.pixels = np.frombuffer(self._map, dtype=np.uint8, count=total * frame_bytes).reshape(
+                total, out_height, out_width, 3
+            )
+        ctx = multiprocessing.get_context("fork")
+        self._children = []
+        for k, part in enumerate(self._parts):
+            if k == 0 and read_first_here:
+                continue
+            recv, send = ctx.Pipe(duplex=False)
+            args = (self._path, part, self.pixels, self._offsets[k], export_bitcost, keep_keys, self._size)
+            child = ctx.Process(target=_segment_child, args=(send, *args), daemon=True)
+            child.start()
+            send.close()
+            self._children.append((k, child, recv))
+
+    def wait(self) -> list[dict[str, Any]]:
+        """Every part's reader dicts (without pixels), in part order.
+
+        Raises
+        ------
+        RuntimeError : a child failed or a part came back with other frames than asked.
+        """
+        results: dict[int, list[dict[str, Any]]] = {}
+        if self._first_here:
+            results[0] = _read_into(
+                self._path, self._parts[0], self.pixels, 0, self._export_bitcost, self._keep, self._size
+            )
+        errors = []
+        for k, child, recv in self._children:
+            try:
+                ok, payload = recv.recv()
+            except EOFError:
+                ok, payload = False, f"worker exited with code {child.exitcode}"
+            child.join()
+            if ok:
+                results[k] = payload
+            else:
+                errors.append(payload)
+        if errors:
+            raise RuntimeError("segment read failed: " + "; ".join(errors))
+        out: list[dict[str, Any]] = []
+        for k, part in enumerate(self._parts):
+            if [int(it["frame_idx"]) for it in results[k]] != part:
+                raise RuntimeError("segment read returned other frames than requested")
+            out += results[k]
+        return out
+
+
+def can_fork() -> bool:
+    """Split reads need fork (children inherit the shared pixel mapping)."""
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 @dataclass(frozen=True)
@@ -401,3 +477,35 @@ class VideoWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def iter_rgb(path: str | Path, *, thread_count: int = 0) -> Iterator[np.ndarray]:
+    """Yield each decoded frame as (H, W, 3) uint8 RGB, in presentation order.
+
+    A normal (deblocked) FFmpeg decode through PyAV, converted by swscale at the
+    native size; the same conversion as :func:`decode_frames_rgb` without scaling.
+    """
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        stream.codec_context.thread_count = int(thread_count)
+        for frame in container.decode(stream):
+            yield frame.to_ndarray(format="rgb24")
+
+
+def iter_reader_rgb(path: str | Path, *, step: int = 64) -> Iterator[np.ndarray]:
+    """Yield (H, W, 3) uint8 RGB frames of cvp's fast reader (loop filter skipped).
+
+    The reader returns BGR at the native size; only the channel order is swapped, so
+    the pixels match a PyAV decode with ``skip_loop_filter=all`` converted by
+    :func:`iter_rgb` (same swscale conversion).
+    """
+    if _cvr is None:
+        raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
+    total = count_decoded_frames(path)
+    for lo in range(0, total, max(1, int(step))):
+        # Bounded memory: the reader returns every requested frame of a call at once.
+        ids = list(range(lo, min(total, lo + step)))
+        items = _cvr.read_video_fast_selected(str(path), ids, 1, 0, "slice", None, 1, 0, 0)
+        for item in items:
+            yield np.ascontiguousarray(item["pixels"][:, :, ::-1])
