@@ -45,38 +45,40 @@ def luma(rgb: np.ndarray) -> np.ndarray:
 def frame_bad_reason(rgb: np.ndarray, config: QualityConfig) -> str:
     """'' for a usable frame, else ``black``, ``solid`` or ``green``.
 
-    The decisions equal numpy float64 mean/std comparisons (cvp's rule): OpenCV
-    gives exact integer sums, and its approximate std is only used to skip the
-    exact numpy std when the frame is far from every threshold.
+    The decisions equal numpy float64 mean/std comparisons (cvp's rule). OpenCV's
+    fast statistics decide when a frame is clearly away from a threshold; the exact
+    numpy figure is computed only near one.
     """
     if rgb.size == 0:
         return "empty"
     rgb = np.ascontiguousarray(rgb)
-    count = float(rgb.shape[0] * rgb.shape[1])
     y = luma(rgb)
-    y_mean = cv2.sumElems(y)[0] / count
-    approx_std = float(cv2.meanStdDev(y)[1][0, 0])
-    margin = 1e-6 * max(1.0, approx_std)
+    y_mean_approx, y_std_approx = (float(v[0, 0]) for v in cv2.meanStdDev(y))
 
-    def y_std_at_most(limit: float) -> bool:
-        if approx_std > limit + margin:
-            return False
-        return float(y.std()) <= limit
+    def near_or_below(approx: float, limit: float) -> bool:
+        return approx <= limit + 1e-6 * max(1.0, abs(limit))
 
-    if y_mean <= config.black_mean and y_std_at_most(config.black_std):
-        return "black"
-    if y_std_at_most(config.solid_std):
+    def near_or_above(approx: float, limit: float) -> bool:
+        return approx >= limit - 1e-6 * max(1.0, abs(limit))
+
+    if near_or_below(y_mean_approx, config.black_mean) and near_or_below(y_std_approx, config.black_std):
+        if float(y.mean()) <= config.black_mean and float(y.std()) <= config.black_std:
+            return "black"
+    if near_or_below(y_std_approx, config.solid_std) and float(y.std()) <= config.solid_std:
         channels = [rgb[..., c] for c in (2, 1, 0)]
         if all(float(c.std()) <= config.solid_std for c in channels) and all(
             int(c.max()) - int(c.min()) <= config.solid_range for c in channels
         ):
             return "solid"
+    count = rgb.shape[0] * rgb.shape[1]
     green = cv2.countNonZero(cv2.inRange(rgb, (0, 180, 0), (90, 255, 90)))
-    if green / count >= config.green_fraction:
+    if green / count >= config.green_fraction:  # exact: integer count / N, as numpy's mean
         return "green"
-    r_mean, g_mean, b_mean = (v / count for v in cv2.sumElems(rgb)[:3])
-    if g_mean > 120 and g_mean - max(r_mean, b_mean) > 80 and float(rgb[..., 1].std()) < 50:
-        return "green"
+    r_approx, g_approx, b_approx = cv2.mean(rgb)[:3]
+    if near_or_above(g_approx, 120) and near_or_above(g_approx - max(r_approx, b_approx), 80):
+        r_mean, g_mean, b_mean = (float(rgb[..., c].mean()) for c in range(3))
+        if g_mean > 120 and g_mean - max(r_mean, b_mean) > 80 and float(rgb[..., 1].std()) < 50:
+            return "green"
     return ""
 
 

@@ -399,3 +399,29 @@ def test_packing_pads_with_minus_one_rows():
     assert (canv.src_patch_position[16:] == -1).all() and canv.tokens[16:, 7].sum() == 0
     assert (canv.images[1] == 0).all()
     assert any(w.code == "group_padded" for w in selection.warnings)
+
+
+# --- bad frames --------------------------------------------------------------------------------
+
+
+def test_bad_frame_rules_by_hand():
+    from backend.quality import QualityConfig, frame_bad_reason, luma
+
+    cfg = QualityConfig()
+    rng = np.random.default_rng(3)
+    noisy = rng.integers(0, 256, (28, 28, 3), dtype=np.uint8)
+    assert frame_bad_reason(noisy, cfg) == ""
+    assert frame_bad_reason(np.full((28, 28, 3), 5, np.uint8), cfg) == "black"
+    assert frame_bad_reason(np.full((28, 28, 3), 120, np.uint8), cfg) == "solid"
+    greenish = np.zeros((28, 28, 3), np.uint8)
+    greenish[:, :12] = (30, 200, 40)  # 12/28 = 43 % of pixels G≥180, R≤90, B≤90
+    greenish[:, 12:] = noisy[:, 12:]
+    assert frame_bad_reason(greenish, cfg) == "green"
+    dominant = np.zeros((28, 28, 3), np.uint8)
+    dominant[..., 0], dominant[..., 2] = 100, 100
+    dominant[..., 1] = 200 + (np.arange(28) % 20)[None, :]
+    assert frame_bad_reason(dominant, cfg) == "green"  # mean G 209.5 − 100 > 80, std G < 50
+    # Luma is OpenCV's fixed-point BT.601: (4899 R + 9617 G + 1868 B + 8192) >> 14.
+    px = np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255], [10, 20, 30]]], np.uint8)
+    expected = [(4899 * r + 9617 * g + 1868 * b + 8192) >> 14 for r, g, b in px[0].astype(int).tolist()]
+    assert luma(px)[0].tolist() == expected
