@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 EXIT_BAD_INPUT = 2
@@ -36,6 +37,7 @@ def _add_selection_options(parser: argparse.ArgumentParser) -> None:
             )
             continue
         kind = {int: int, float: float, str: str}[type(field.default)]
+        # reselect inherits its parent's options; only the ones given change.
         parser.add_argument(
             f"--{field.name}",
             type=kind,
@@ -57,6 +59,9 @@ def options_from_args(args: argparse.Namespace) -> Any:
     return SelectionOptions(**given)
 
 
+DEFAULT_SESSION_DB = Path.home() / ".codec-lens" / "sessions.duckdb"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codec-lens",
@@ -64,18 +69,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sel = sub.add_parser(
-        "select", help="run the selection pipeline on a video and write a cvp-style directory"
+        "select", help="run the selection pipeline on a video (cvp-style output and/or a session)"
     )
     sel.add_argument("video", help="input video file")
+    sel.add_argument("--out", help="output directory (replaced atomically when the run succeeds)")
     sel.add_argument(
-        "--out", required=True, help="output directory (replaced atomically when the run succeeds)"
+        "--session-db", type=Path, help="store the run in this DuckDB session file and print its id"
     )
     sel.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     _add_selection_options(sel)
+
+    res = sub.add_parser("reselect", help="re-run a stored run with changed options, from its cached decode")
+    res.add_argument("run_id")
+    res.add_argument("--out", help="also write a cvp-style output directory")
+    res.add_argument(
+        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
+    )
+    res.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _add_selection_options(res)
+
+    ses = sub.add_parser("sessions", help="list, show or delete stored runs")
+    ses.add_argument("action", choices=("list", "show", "delete"))
+    ses.add_argument("run_id", nargs="?")
+    ses.add_argument(
+        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
+    )
+    ses.add_argument("--json", action="store_true")
+
     app = sub.add_parser("app", help="launch the web app")
     app.add_argument("video", nargs="?", help="video to open (default: the bundled sample)")
     app.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     app.add_argument("--port", type=int, default=7860)
+    app.add_argument(
+        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
+    )
     return parser
 
 
@@ -84,24 +111,9 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def cmd_select(args: argparse.Namespace) -> int:
-    from backend.errors import CodecLensError
-    from backend.output import write_output
-    from backend.pipeline import run
-
-    t0 = time.perf_counter()
-    try:
-        options = options_from_args(args)
-        result = run(args.video, options=options)
-        write_output(result, args.out)
-    except CodecLensError as exc:
-        return _fail(exc.one_line())
-    except ValueError as exc:  # invalid option values
-        return _fail(str(exc).replace("\n", " "))
-    seconds = time.perf_counter() - t0
-    summary = {
+def _summary(result: Any, options: Any, seconds: float, **extra: Any) -> dict[str, Any]:
+    return {
         "video": result.info.path,
-        "out": str(args.out),
         "profile": options.profile,
         "frames": int(result.candidates.frame_indices.size),
         "total_frames": result.info.total_frames,
@@ -113,16 +125,120 @@ def cmd_select(args: argparse.Namespace) -> int:
         "read_mode": result.decoded.read_mode,
         "stage_seconds": {k: round(v, 4) for k, v in result.timings_secs.items()},
         "warnings": [w.as_dict() for w in result.warnings],
-    }
-    if args.json:
+    } | extra
+
+
+def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
         print(json.dumps(summary))
-    else:
-        print(
-            f"{summary['video']}: {summary['frames']} frames → {summary['groups']} groups, "
-            f"{summary['canvases']} canvases, {summary['tokens']} tokens in {seconds:.2f} s "
-            f"({options.profile}, {len(summary['warnings'])} warnings) → {args.out}"
-        )
+        return
+    where = " → ".join(str(summary[k]) for k in ("out", "run_id") if summary.get(k))
+    print(
+        f"{summary['video']}: {summary['frames']} frames → {summary['groups']} groups, "
+        f"{summary['canvases']} canvases, {summary['tokens']} tokens in {summary['seconds']:.2f} s "
+        f"({summary['profile']}, {len(summary['warnings'])} warnings)" + (f" → {where}" if where else "")
+    )
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from backend.errors import CodecLensError
+    from backend.output import write_output
+    from backend.pipeline import run
+
+    if args.out is None and args.session_db is None:
+        return _fail("give --out DIR, --session-db PATH or both")
+    t0 = time.perf_counter()
+    run_id = None
+    try:
+        options = options_from_args(args)
+        if args.session_db is not None:
+            from backend.sessions import select_and_store
+            from backend.store import SessionStore
+
+            with SessionStore(args.session_db) as store:
+                run_id, result = select_and_store(args.video, store, options=options)
+        else:
+            result = run(args.video, options=options)
+        if args.out is not None:
+            write_output(result, args.out)
+    except CodecLensError as exc:
+        return _fail(exc.one_line())
+    except ValueError as exc:  # invalid option values
+        return _fail(str(exc).replace("\n", " "))
+    summary = _summary(result, options, time.perf_counter() - t0, out=args.out, run_id=run_id)
+    _print_summary(summary, args.json)
     return 0
+
+
+def cmd_reselect(args: argparse.Namespace) -> int:
+    from backend.errors import CodecLensError
+    from backend.output import write_output
+    from backend.pipeline import SelectionOptions
+    from backend.sessions import reselect
+    from backend.store import SessionStore
+
+    t0 = time.perf_counter()
+    fields = {f.name for f in dataclasses.fields(SelectionOptions)}
+    changes = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    try:
+        with SessionStore(args.session_db) as store:
+            run_id, result, how = reselect(store, args.run_id, changes)
+        if args.out is not None:
+            write_output(result, args.out)
+    except CodecLensError as exc:
+        return _fail(exc.one_line())
+    except ValueError as exc:
+        return _fail(str(exc).replace("\n", " "))
+    summary = _summary(
+        result,
+        result.options,
+        time.perf_counter() - t0,
+        out=args.out,
+        run_id=run_id,
+        parent_run_id=args.run_id,
+        reused=how,
+        changed=changes,
+    )
+    _print_summary(summary, args.json)
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from backend.errors import CodecLensError
+    from backend.store import SessionStore
+
+    if args.action in ("show", "delete") and not args.run_id:
+        return _fail(f"sessions {args.action} needs a RUN_ID")
+    try:
+        with SessionStore(args.session_db, read_only=args.action != "delete") as store:
+            if args.action == "list":
+                rows = store.list_runs()
+                if args.json:
+                    print(json.dumps([_run_dict(r) for r in rows], default=str))
+                for r in rows if not args.json else []:
+                    n_warn = len(r.warnings)
+                    print(
+                        f"{r.run_id}  {r.status:7s} {r.profile:6s} {r.created_at:%Y-%m-%d %H:%M:%S}  "
+                        f"{r.video_path}  ({n_warn} warnings"
+                        + (f", from {r.parent_run_id})" if r.parent_run_id else ")")
+                    )
+            elif args.action == "show":
+                r = store.get_run(args.run_id)
+                info = _run_dict(r)
+                if r.status == "done":
+                    groups = store.table("groups", r.run_id)
+                    info["groups"] = groups.drop(columns=["readiness_json"]).to_dict(orient="records")
+                print(json.dumps(info, indent=None if args.json else 2, default=str))
+            else:
+                store.delete_run(args.run_id)
+                print(f"deleted {args.run_id}")
+    except CodecLensError as exc:
+        return _fail(exc.one_line())
+    return 0
+
+
+def _run_dict(r: Any) -> dict[str, Any]:
+    return dataclasses.asdict(r)
 
 
 def cmd_app(args: argparse.Namespace) -> int:
@@ -136,9 +252,8 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "select":
-        return cmd_select(args)
-    return cmd_app(args)
+    commands = {"select": cmd_select, "reselect": cmd_reselect, "sessions": cmd_sessions, "app": cmd_app}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -64,3 +64,7 @@ class PipelineError(CodecLensError, RuntimeError):
 
 class OutputError(CodecLensError, OSError):
     """The output directory cannot be written."""
+
+
+class StoreError(CodecLensError, ValueError):
+    """The session database cannot be used (foreign file, newer schema, unknown run)."""

@@ -247,8 +247,41 @@ class RunResult:
     timings_secs: dict[str, float]
 
 
+# Options that change what the expensive front stages (probe … quality) produce, and
+# those that change the score maps; everything else only re-runs group → pack.
+FRONT_OPTIONS = (
+    "profile",
+    "num_sampled_frames",
+    "frame_sampling_mode",
+    "sample_fps",
+    "avoid_keyframes",
+    "patch",
+    "max_pixels",
+    "block_size",
+    "bitcost_grid",
+    "pixel_source",
+)
+SCORE_OPTIONS = ("iframe_score_clip_mode", "iframe_score_clip_percentile")
+
+
+@dataclass(frozen=True)
+class Front:
+    """Records of the expensive stages, reusable while FRONT_OPTIONS stay the same."""
+
+    info: VideoInfo
+    candidates: Candidates
+    geometry: Geometry
+    decoded: DecodedFrames
+    quality: FrameQuality
+
+
 def run(
-    video: str | Path, *, options: SelectionOptions, on_progress: ProgressCallback | None = None
+    video: str | Path,
+    *,
+    options: SelectionOptions,
+    on_progress: ProgressCallback | None = None,
+    front: Front | None = None,
+    scores: ScoreMaps | None = None,
 ) -> RunResult:
     """Run every stage on one video.
 
@@ -257,6 +290,9 @@ def run(
     video : path of the video file.
     options : selection options (profile + cvp options).
     on_progress : called as ``on_progress(stage_name, fraction_done)`` after each stage.
+    front : cached probe … quality records (from a run with the same FRONT_OPTIONS);
+        those stages are then skipped.
+    scores : cached score maps (same front and SCORE_OPTIONS); the score stage is skipped.
 
     Returns
     -------
@@ -279,13 +315,18 @@ def run(
         return out
 
     t_start = time.perf_counter()
-    info = call("probe", video)
-    sampled = call("sample", info)
-    candidates = call("keyframes", sampled, info)
-    geometry = call("geometry", info)
-    decoded = call("decode", info, candidates, geometry)
-    quality = call("quality", decoded)
-    scores = call("score", decoded, geometry)
+    if front is None:
+        info = call("probe", video)
+        sampled = call("sample", info)
+        candidates = call("keyframes", sampled, info)
+        geometry = call("geometry", info)
+        decoded = call("decode", info, candidates, geometry)
+        quality = call("quality", decoded)
+    else:
+        info, candidates, geometry = front.info, front.candidates, front.geometry
+        decoded, quality = front.decoded, front.quality
+    if scores is None:
+        scores = call("score", decoded, geometry)
     groups = call("group", info, candidates, scores, geometry)
     selection = call("select", candidates, scores, quality, groups, geometry)
     if not selection.groups:

@@ -1,0 +1,440 @@
+"""Stored runs: run-and-store, the decode cache, and instant re-selection."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from backend.errors import CodecLensError, StoreError
+from backend.pipeline import (
+    FRONT_OPTIONS,
+    SCORE_OPTIONS,
+    Front,
+    ProgressCallback,
+    RunResult,
+    SelectionOptions,
+    run,
+)
+from backend.probe import ProbeConfig, probe
+from backend.records import (
+    Candidates,
+    DecodedFrames,
+    FrameQuality,
+    Geometry,
+    ScoreMaps,
+    VideoInfo,
+    Warning_,
+)
+from backend.store import SessionStore
+from native import gateway
+
+CACHE_FORMAT = 1
+
+
+def content_sha256(path: str | Path) -> str:
+    """sha256 of the file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cache_key(content: str, options: SelectionOptions) -> str:
+    """Key of a decode: content hash, decoder and version, and every front option."""
+    versions = gateway.versions()
+    front = {k: getattr(options, k) for k in FRONT_OPTIONS}
+    blob = json.dumps(
+        {"sha256": content, "decoder": versions, "front": front, "format": CACHE_FORMAT}, sort_keys=True
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _score_key(options: SelectionOptions) -> str:
+    blob = json.dumps({k: getattr(options, k) for k in SCORE_OPTIONS}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# -- run tables --------------------------------------------------------------------------------
+
+
+def run_tables(result: RunResult) -> dict[str, pd.DataFrame]:
+    """The run's rows for the store: frames, groups, readiness steps, tokens, score grids."""
+    info, cand, dec = result.info, result.candidates, result.decoded
+    total = info.total_frames
+    npk = info.packet_size_bytes.size
+    frame_index = np.arange(total)
+    candidate = np.zeros(total, bool)
+    candidate[cand.frame_indices[cand.frame_indices < total]] = True
+    moved_from = np.full(total, -1, np.int64)
+    for src, dst in cand.moved:
+        if dst < total:
+            moved_from[dst] = src
+    group_of = np.full(total, -1, np.int64)
+    is_anchor = np.zeros(total, bool)
+    kept = np.zeros(total, np.int64)
+    bad = np.full(total, None, object)
+    pict = np.full(total, None, object)
+    for row, fid in enumerate(cand.frame_indices.tolist()):
+        if fid < total:
+            pict[fid] = dec.pict_types[row]
+            bad[fid] = result.quality.reasons[row] or None
+    for spec in result.groups.specs:
+        ids = cand.frame_indices[spec.start : spec.end]
+        group_of[ids[ids < total]] = spec.group_index
+    for sel in result.selection.groups:
+        is_anchor[sel.frame_indices[0]] = True
+        fids = np.asarray(sel.frame_indices)[sel.kept[:, 0]] if sel.kept.size else np.zeros(0, int)
+        np.add.at(kept, fids, 1)
+    pad = max(0, total - npk)
+    frames = pd.DataFrame(
+        {
+            "frame_index": frame_index,
+            "pts_secs": np.concatenate([info.packet_pts_secs, np.full(pad, np.nan)])[:total],
+            "pict_type": pict,
+            "size_bytes": np.concatenate([info.packet_size_bytes, np.full(pad, -1)])[:total],
+            "is_keyframe": np.concatenate([info.packet_is_keyframe, np.zeros(pad, bool)])[:total],
+            "candidate": candidate,
+            "moved_from": np.where(moved_from >= 0, moved_from, np.nan),
+            "group_index": np.where(group_of >= 0, group_of, np.nan),
+            "is_anchor": is_anchor,
+            "kept_blocks": kept,
+            "bad_reason": bad,
+        }
+    )
+    sel_by = {s.group_index: s for s in result.selection.groups}
+    groups = pd.DataFrame(
+        [
+            {
+                "group_index": s.group_index,
+                "start": s.start,
+                "end": s.end,
+                "frame_count": s.frame_count,
+                "stop_reason": s.stop_reason,
+                "threshold": result.groups.threshold,
+                "anchor_frame_index": sel_by[s.group_index].frame_indices[0]
+                if s.group_index in sel_by
+                else None,
+                "kept_blocks": int(sel_by[s.group_index].kept.shape[0]) if s.group_index in sel_by else 0,
+                "skipped": s.group_index not in sel_by,
+                "readiness_json": json.dumps(s.readiness),
+            }
+            for s in result.groups.specs
+        ]
+    )
+    steps = (
+        pd.DataFrame([dataclasses.asdict(t) for t in result.groups.trace]) if result.groups.trace else None
+    )
+    tok = result.canvases.tokens
+    tokens = pd.DataFrame(
+        {
+            name: tok[:, i]
+            for i, name in enumerate(
+                [
+                    "frame_index",
+                    "patch_row",
+                    "patch_col",
+                    "canvas_index",
+                    "packed_row",
+                    "packed_col",
+                    "group_index",
+                ]
+            )
+        }
+    )
+    tokens["valid"] = tok[:, 7].astype(bool)
+    grids = result.scores.grids
+    score_grids = pd.DataFrame(
+        {
+            "candidate_row": np.arange(len(grids)),
+            "frame_index": cand.frame_indices,
+            "grid_rows": [g.shape[0] for g in grids],
+            "grid_cols": [g.shape[1] for g in grids],
+            "grid": [np.ascontiguousarray(g, np.float32).tobytes() for g in grids],
+        }
+    )
+    out = {"frames": frames, "groups": groups, "tokens": tokens, "score_grids": score_grids}
+    if steps is not None:
+        out["readiness_steps"] = steps
+    return out
+
+
+def _summary(result: RunResult, key: str | None) -> dict[str, Any]:
+    return {
+        "threshold": result.groups.threshold,
+        "timings": result.timings_secs,
+        "warnings": [w.as_dict() for w in result.warnings],
+        "processed_hw": result.geometry.processed_hw,
+        "patch": result.geometry.patch,
+        "block_size": result.geometry.block_size,
+        "cache_key": key,
+    }
+
+
+# -- decode cache ------------------------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Warning_):
+        return value.as_dict()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def save_front(store: SessionStore, key: str, content: str, result: RunResult) -> Path:
+    """Write the front records of a run to ``<db>.cache/<key>/`` and register them."""
+    store.cache_dir.mkdir(parents=True, exist_ok=True)
+    final = store.cache_dir / key
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store.cache_dir))
+    info, cand, geo, dec, qual = (
+        result.info,
+        result.candidates,
+        result.geometry,
+        result.decoded,
+        result.quality,
+    )
+    np.save(tmp / "pixels.npy", dec.pixels)
+    np.savez(
+        tmp / "arrays.npz",
+        packet_pts_secs=info.packet_pts_secs,
+        packet_size_bytes=info.packet_size_bytes,
+        packet_is_keyframe=info.packet_is_keyframe,
+        frame_indices=cand.frame_indices,
+        sampled_frame_indices=cand.sampled_frame_indices,
+        bitcost_source=dec.bitcost_source,
+        grids=np.stack([np.asarray(g, np.float32) for g in dec.grids]),
+        good=qual.good,
+    )
+    scalars = {
+        "info": {
+            f.name: getattr(info, f.name)
+            for f in dataclasses.fields(info)
+            if not f.name.startswith("packet_")
+        },
+        "candidates": {
+            "keyframe_indices": cand.keyframe_indices,
+            "moved": cand.moved,
+            "debug": cand.debug,
+            "warnings": cand.warnings,
+        },
+        "geometry": dataclasses.asdict(geo),
+        "decoded": {
+            "grid_key": dec.grid_key,
+            "pict_types": dec.pict_types,
+            "pixel_source": dec.pixel_source,
+            "read_mode": dec.read_mode,
+            "warnings": dec.warnings,
+            "grid_dtype": str(dec.grids[0].dtype),
+        },
+        "quality": {"reasons": qual.reasons},
+    }
+    (tmp / "records.json").write_text(json.dumps(scalars, default=_json_default))
+    _save_scores(tmp, result)
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    store.cache_register(
+        key,
+        final,
+        {
+            "content_sha256": content,
+            "decoder": dec.pixel_source,
+            "decoder_version": json.dumps(gateway.versions()),
+            "geometry": dataclasses.asdict(geo),
+            "signal_kind": dec.grid_key,
+        },
+    )
+    return final
+
+
+def _save_scores(folder: Path, result: RunResult) -> None:
+    sc = result.scores
+    np.savez(
+        folder / f"scores_{_score_key(result.options)}.npz",
+        patch_scores=sc.patch_scores,
+        block_scores=sc.block_scores,
+        grids=np.stack(sc.grids),
+        cap=np.asarray(np.nan if sc.iframe_clip_cap is None else sc.iframe_clip_cap),
+    )
+    (folder / f"scores_{_score_key(result.options)}.json").write_text(
+        json.dumps(sc.debug, default=_json_default)
+    )
+
+
+def _warnings(items: list[dict[str, str]]) -> tuple[Warning_, ...]:
+    return tuple(Warning_(w["code"], w["message"]) for w in items)
+
+
+def load_front(folder: Path) -> Front:
+    """Rebuild the front records from a cache folder (pixels memory-mapped)."""
+    rec = json.loads((folder / "records.json").read_text())
+    arr = np.load(folder / "arrays.npz")
+    pixels = np.load(folder / "pixels.npy", mmap_mode="r")
+    i = rec["info"]
+    info = VideoInfo(
+        **{k: v for k, v in i.items() if k != "stss_keyframes"},
+        stss_keyframes=None if i["stss_keyframes"] is None else tuple(i["stss_keyframes"]),
+        packet_pts_secs=arr["packet_pts_secs"],
+        packet_size_bytes=arr["packet_size_bytes"],
+        packet_is_keyframe=arr["packet_is_keyframe"],
+    )
+    c = rec["candidates"]
+    candidates = Candidates(
+        frame_indices=arr["frame_indices"],
+        sampled_frame_indices=arr["sampled_frame_indices"],
+        keyframe_indices=tuple(c["keyframe_indices"]),
+        moved=tuple(tuple(m) for m in c["moved"]),
+        debug=c["debug"],
+        warnings=_warnings(c["warnings"]),
+    )
+    g = rec["geometry"]
+    geometry = Geometry(
+        orig_hw=tuple(g["orig_hw"]),
+        prepared_hw=tuple(g["prepared_hw"]),
+        processed_hw=tuple(g["processed_hw"]),
+        patch=g["patch"],
+        block_size=g["block_size"],
+    )
+    d = rec["decoded"]
+    grids = arr["grids"].astype(d["grid_dtype"])
+    decoded = DecodedFrames(
+        frame_indices=arr["frame_indices"],
+        pixels=pixels,
+        grids=tuple(grids),
+        grid_key=d["grid_key"],
+        pict_types=tuple(d["pict_types"]),
+        bitcost_source=arr["bitcost_source"],
+        pixel_source=d["pixel_source"],
+        read_mode=d["read_mode"],
+        warnings=_warnings(d["warnings"]),
+    )
+    quality = FrameQuality(good=arr["good"], reasons=tuple(rec["quality"]["reasons"]))
+    return Front(info=info, candidates=candidates, geometry=geometry, decoded=decoded, quality=quality)
+
+
+def load_scores(folder: Path, options: SelectionOptions, processed_hw: tuple[int, int]) -> ScoreMaps | None:
+    """Cached score maps for these score options, or None."""
+    path = folder / f"scores_{_score_key(options)}.npz"
+    if not path.exists():
+        return None
+    arr = np.load(path)
+    cap = float(arr["cap"])
+    debug = json.loads((folder / f"scores_{_score_key(options)}.json").read_text())
+    return ScoreMaps(
+        grids=tuple(arr["grids"]),
+        processed_hw=processed_hw,
+        patch_scores=arr["patch_scores"],
+        block_scores=arr["block_scores"],
+        iframe_clip_cap=None if np.isnan(cap) else cap,
+        debug=debug,
+    )
+
+
+# -- run and store -----------------------------------------------------------------------------
+
+
+def select_and_store(
+    video: str | Path,
+    store: SessionStore,
+    *,
+    options: SelectionOptions,
+    on_progress: ProgressCallback | None = None,
+    parent_run_id: str | None = None,
+    front: Front | None = None,
+    scores: ScoreMaps | None = None,
+    content: str | None = None,
+    key: str | None = None,
+) -> tuple[str, RunResult]:
+    """Run the pipeline, store every table and the decode cache; a failure marks the run failed.
+
+    Returns
+    -------
+    (run_id, RunResult).
+    """
+    content = content or content_sha256(video)
+    info = front.info if front is not None else probe(video, config=ProbeConfig(profile=options.profile))
+    session_id = store.ensure_session(info, content)
+    run_id = store.begin_run(
+        session_id,
+        profile=options.profile,
+        config=options.as_dict(),
+        versions=gateway.versions(),
+        parent_run_id=parent_run_id,
+    )
+    key = key or cache_key(content, options)
+    try:
+        result = run(video, options=options, on_progress=on_progress, front=front, scores=scores)
+        store.finish_run(run_id, run_tables(result), _summary(result, key))
+    except (CodecLensError, ValueError, OSError, RuntimeError) as exc:
+        store.fail_run(run_id, str(exc))
+        raise
+    except BaseException:
+        store.fail_run(run_id, "interrupted")
+        raise
+    if front is None:
+        save_front(store, key, content, result)
+    elif scores is None:
+        folder = store.cache_lookup(key)
+        if folder is not None:
+            _save_scores(folder, result)
+    return run_id, result
+
+
+def reselect(
+    store: SessionStore,
+    run_id: str,
+    changes: dict[str, Any],
+    *,
+    on_progress: ProgressCallback | None = None,
+) -> tuple[str, RunResult, str]:
+    """Re-run a stored run with some options changed, reusing its cached decode when possible.
+
+    Returns
+    -------
+    (new run_id, RunResult, how: ``cache`` / ``cache+scores`` / ``full``).
+    """
+    parent = store.get_run(run_id)
+    if parent.status != "done":
+        raise StoreError(f"run {run_id} is {parent.status}, not done", path=store.path, stage="reselect")
+    fields = {f.name for f in dataclasses.fields(SelectionOptions)}
+    base = {k: v for k, v in parent.config.items() if k in fields}
+    options = SelectionOptions(**base).replace(**changes)
+    video = parent.video_path
+    front_same = all(getattr(options, k) == base.get(k) for k in FRONT_OPTIONS)
+    folder = store.cache_lookup(parent.cache_key) if parent.cache_key and front_same else None
+    if folder is None:
+        new_id, result = select_and_store(
+            video, store, options=options, on_progress=on_progress, parent_run_id=run_id
+        )
+        return new_id, result, "full"
+    t0 = time.perf_counter()
+    front = load_front(folder)
+    scores = load_scores(folder, options, front.geometry.processed_hw)
+    content = store.query(
+        "SELECT content_sha256 FROM sessions WHERE session_id = ?", [parent.session_id]
+    ).iloc[0, 0]
+    new_id, result = select_and_store(
+        video,
+        store,
+        options=options,
+        on_progress=on_progress,
+        parent_run_id=run_id,
+        front=front,
+        scores=scores,
+        content=str(content),
+        key=parent.cache_key,
+    )
+    result.timings_secs["load_cache"] = time.perf_counter() - t0 - result.timings_secs.get("total", 0.0)
+    return new_id, result, "cache+scores" if scores is not None else "cache"

@@ -1,0 +1,471 @@
+"""Session store: every SQL statement of Codec Lens, over one DuckDB file."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from backend.errors import StoreError
+
+SCHEMA_VERSION = 2
+DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+
+
+# Version 1 lacked the run's warnings and the per-frame bad-frame reason; the
+# migration below adds them. Tables are keyed by run_id; column names equal the
+# record field names (frame_index, pts_secs, size_bytes, …).
+_SCHEMA_V1 = [
+    "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+    """CREATE TABLE sessions (
+        session_id VARCHAR PRIMARY KEY, video_path VARCHAR NOT NULL, content_sha256 VARCHAR NOT NULL,
+        size_bytes BIGINT, codec_name VARCHAR, width INTEGER, height INTEGER, fps DOUBLE,
+        total_frames INTEGER, frame_count_source VARCHAR, duration_secs DOUBLE, created_at TIMESTAMP)""",
+    """CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY, session_id VARCHAR NOT NULL, parent_run_id VARCHAR, profile VARCHAR,
+        config_json JSON, versions_json JSON, timings_json JSON, status VARCHAR NOT NULL, error VARCHAR,
+        threshold DOUBLE, processed_h INTEGER, processed_w INTEGER, patch INTEGER, block_size INTEGER,
+        cache_key VARCHAR, created_at TIMESTAMP, finished_at TIMESTAMP)""",
+    """CREATE TABLE frames (
+        run_id VARCHAR NOT NULL, frame_index INTEGER NOT NULL, pts_secs DOUBLE, pict_type VARCHAR,
+        size_bytes BIGINT, is_keyframe BOOLEAN, candidate BOOLEAN, moved_from INTEGER,
+        group_index INTEGER, is_anchor BOOLEAN, kept_blocks INTEGER)""",
+    """CREATE TABLE groups (
+        run_id VARCHAR NOT NULL, group_index INTEGER NOT NULL, start INTEGER, "end" INTEGER,
+        frame_count INTEGER, stop_reason VARCHAR, threshold DOUBLE, anchor_frame_index INTEGER,
+        kept_blocks INTEGER, skipped BOOLEAN, readiness_json JSON)""",
+    """CREATE TABLE readiness_steps (
+        run_id VARCHAR NOT NULL, group_index INTEGER, start INTEGER, "end" INTEGER,
+        frame_index_added INTEGER, topk_sum DOUBLE, threshold DOUBLE, covered_bins INTEGER,
+        needed_bins INTEGER, marginal_gain DOUBLE, passed BOOLEAN, decision VARCHAR, reason VARCHAR)""",
+    """CREATE TABLE tokens (
+        run_id VARCHAR NOT NULL, frame_index INTEGER, patch_row INTEGER, patch_col INTEGER,
+        canvas_index INTEGER, packed_row INTEGER, packed_col INTEGER, group_index INTEGER, valid BOOLEAN)""",
+    """CREATE TABLE score_grids (
+        run_id VARCHAR NOT NULL, candidate_row INTEGER NOT NULL, frame_index INTEGER,
+        grid_rows INTEGER, grid_cols INTEGER, grid BLOB)""",
+    """CREATE TABLE signal_cache (
+        cache_key VARCHAR PRIMARY KEY, content_sha256 VARCHAR, decoder VARCHAR, decoder_version VARCHAR,
+        geometry_json JSON, signal_kind VARCHAR, folder VARCHAR, size_bytes BIGINT, created_at TIMESTAMP)""",
+]
+_MIGRATIONS = {
+    2: [
+        "ALTER TABLE runs ADD COLUMN warnings_json JSON",
+        "ALTER TABLE frames ADD COLUMN bad_reason VARCHAR",
+    ],
+}
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One row of the runs table, decoded."""
+
+    run_id: str
+    session_id: str
+    parent_run_id: str | None
+    video_path: str
+    profile: str
+    status: str
+    config: dict[str, Any]
+    versions: dict[str, Any]
+    timings: dict[str, float]
+    warnings: list[dict[str, str]]
+    error: str | None
+    threshold: float | None
+    cache_key: str | None
+    created_at: datetime | None
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _check_file(path: Path) -> None:
+    """Refuse anything that is not a DuckDB file before DuckDB can overwrite it."""
+    if path.is_dir():
+        raise StoreError("is a directory, not a session database", path=path, stage="store")
+    if not path.exists() or path.stat().st_size == 0:
+        if path.exists():
+            raise StoreError("is an empty file, not a session database", path=path, stage="store")
+        return
+    with path.open("rb") as fh:
+        head = fh.read(16)
+    if head[8:12] != DUCKDB_MAGIC:
+        raise StoreError("is not a DuckDB database (refusing to touch it)", path=path, stage="store")
+
+
+class SessionStore:
+    """All persistent state: sessions, runs and their per-frame/group/token rows.
+
+    One DuckDB connection per store; every call takes its own cursor, so handlers on
+    several threads can read while one writes (DuckDB's MVCC isolates them).
+    Large arrays (decoded pixels for re-selection) live in files next to the
+    database under ``<name>.cache/``; the tables hold their paths.
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path).expanduser()
+        _check_file(self.path)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open session database ({exc})", path=self.path, stage="store") from exc
+        self._write_lock = threading.Lock()
+        self.cache_dir = self.path.parent / f"{self.path.name}.cache"
+        try:
+            self._prepare_schema(read_only)
+        except BaseException:
+            self._con.close()
+            raise
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def _tables(self) -> set[str]:
+        rows = self._con.cursor().execute("SELECT table_name FROM information_schema.tables").fetchall()
+        return {r[0] for r in rows}
+
+    def schema_version(self) -> int:
+        row = self._con.cursor().execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _prepare_schema(self, read_only: bool) -> None:
+        tables = self._tables()
+        if not tables:
+            if read_only:
+                raise StoreError("is an empty database", path=self.path, stage="store")
+            self._create(SCHEMA_VERSION)
+            return
+        if "schema_version" not in tables:
+            raise StoreError(
+                "is a DuckDB database but not a Codec Lens session store (refusing to touch it)",
+                path=self.path,
+                stage="store",
+            )
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"was written by a newer Codec Lens (schema {version}; this version reads up to "
+                f"{SCHEMA_VERSION}); upgrade codec-lens to open it",
+                path=self.path,
+                stage="store",
+            )
+        if version < SCHEMA_VERSION and not read_only:
+            self.migrate(version)
+
+    def _create(self, version: int) -> None:
+        cur = self._con.cursor()
+        cur.execute("BEGIN TRANSACTION")
+        for stmt in _SCHEMA_V1:
+            cur.execute(stmt)
+        cur.execute("INSERT INTO schema_version VALUES (1)")
+        for v in range(2, version + 1):
+            for stmt in _MIGRATIONS[v]:
+                cur.execute(stmt)
+            cur.execute("INSERT INTO schema_version VALUES (?)", [v])
+        cur.execute("COMMIT")
+
+    def migrate(self, from_version: int) -> None:
+        """Apply every migration after ``from_version`` in one transaction."""
+        cur = self._con.cursor()
+        with self._write_lock:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                for v in range(from_version + 1, SCHEMA_VERSION + 1):
+                    for stmt in _MIGRATIONS[v]:
+                        cur.execute(stmt)
+                    cur.execute("INSERT INTO schema_version VALUES (?)", [v])
+                cur.execute("COMMIT")
+            except duckdb.Error:
+                cur.execute("ROLLBACK")
+                raise
+
+    @classmethod
+    def create_version(cls, path: str | Path, version: int) -> None:
+        """Write an empty store at an older (or current) schema version (tests, tools)."""
+        p = Path(path)
+        con = duckdb.connect(str(p))
+        try:
+            cur = con.cursor()
+            for stmt in _SCHEMA_V1:
+                cur.execute(stmt)
+            cur.execute("INSERT INTO schema_version VALUES (1)")
+            for v in range(2, version + 1):
+                for stmt in _MIGRATIONS[v]:
+                    cur.execute(stmt)
+                cur.execute("INSERT INTO schema_version VALUES (?)", [v])
+        finally:
+            con.close()
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        cur = self._con.cursor()
+        with self._write_lock:
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            cur.execute("COMMIT")
+
+    # -- sessions and runs ------------------------------------------------------------------
+
+    def ensure_session(self, info: Any, content_sha256: str) -> str:
+        """The session id for this video content and path, created on first use."""
+        cur = self._con.cursor()
+        row = cur.execute(
+            "SELECT session_id FROM sessions WHERE content_sha256 = ? AND video_path = ?",
+            [content_sha256, info.path],
+        ).fetchone()
+        if row:
+            return str(row[0])
+        session_id = uuid.uuid4().hex[:12]
+        with self._transaction() as tx:
+            tx.execute(
+                "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    session_id,
+                    info.path,
+                    content_sha256,
+                    info.size_bytes,
+                    info.codec_name,
+                    info.width,
+                    info.height,
+                    info.fps,
+                    info.total_frames,
+                    info.frame_count_source,
+                    info.duration_secs,
+                    _now(),
+                ],
+            )
+        return session_id
+
+    def begin_run(
+        self,
+        session_id: str,
+        *,
+        profile: str,
+        config: dict[str, Any],
+        versions: dict[str, Any],
+        parent_run_id: str | None = None,
+    ) -> str:
+        """Insert a run with status ``running`` and return its id."""
+        run_id = uuid.uuid4().hex[:12]
+        with self._transaction() as tx:
+            tx.execute(
+                """INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
+                   status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)""",
+                [
+                    run_id,
+                    session_id,
+                    parent_run_id,
+                    profile,
+                    json.dumps(config),
+                    json.dumps(versions),
+                    _now(),
+                ],
+            )
+        return run_id
+
+    def fail_run(self, run_id: str, error: str) -> None:
+        """Mark a run failed; any rows it wrote were rolled back with its transaction."""
+        with self._transaction() as tx:
+            tx.execute(
+                "UPDATE runs SET status = 'failed', error = ?, finished_at = ? WHERE run_id = ?",
+                [error, _now(), run_id],
+            )
+
+    def finish_run(self, run_id: str, tables: dict[str, pd.DataFrame], summary: dict[str, Any]) -> None:
+        """Insert every table of a finished run and mark it ``done``, atomically.
+
+        Parameters
+        ----------
+        tables : table name → DataFrame whose columns are that table's columns minus run_id.
+        summary : threshold, timings, warnings, geometry and cache key of the run.
+        """
+        with self._transaction() as tx:
+            for name, frame in tables.items():
+                if name not in _RUN_TABLES:
+                    raise ValueError(
+                        f"Invalid table ({name!r}). Supported values are {', '.join(_RUN_TABLES)}."
+                    )
+                df = frame.copy()
+                df.insert(0, "run_id", run_id)
+                tx.register("incoming", df)
+                cols = ", ".join(f'"{c}"' for c in df.columns)
+                tx.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM incoming")
+                tx.unregister("incoming")
+            tx.execute(
+                """UPDATE runs SET status = 'done', finished_at = ?, threshold = ?, timings_json = ?,
+                   warnings_json = ?, processed_h = ?, processed_w = ?, patch = ?, block_size = ?,
+                   cache_key = ? WHERE run_id = ?""",
+                [
+                    _now(),
+                    summary["threshold"],
+                    json.dumps(summary["timings"]),
+                    json.dumps(summary["warnings"]),
+                    summary["processed_hw"][0],
+                    summary["processed_hw"][1],
+                    summary["patch"],
+                    summary["block_size"],
+                    summary.get("cache_key"),
+                    run_id,
+                ],
+            )
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and all its rows."""
+        self.get_run(run_id)
+        with self._transaction() as tx:
+            for name in _RUN_TABLES:
+                tx.execute(f"DELETE FROM {name} WHERE run_id = ?", [run_id])
+            tx.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+
+    def _run_row(self, row: tuple[Any, ...]) -> RunRow:
+        (
+            run_id,
+            session_id,
+            parent,
+            path,
+            profile,
+            status,
+            config,
+            versions,
+            timings,
+            warnings,
+            error,
+            threshold,
+            cache_key,
+            created,
+        ) = row
+        return RunRow(
+            run_id=run_id,
+            session_id=session_id,
+            parent_run_id=parent,
+            video_path=path,
+            profile=profile,
+            status=status,
+            config=json.loads(config) if config else {},
+            versions=json.loads(versions) if versions else {},
+            timings=json.loads(timings) if timings else {},
+            warnings=json.loads(warnings) if warnings else [],
+            error=error,
+            threshold=threshold,
+            cache_key=cache_key,
+            created_at=created,
+        )
+
+    _RUN_SELECT = """SELECT r.run_id, r.session_id, r.parent_run_id, s.video_path, r.profile, r.status,
+        r.config_json, r.versions_json, r.timings_json, r.warnings_json, r.error, r.threshold, r.cache_key,
+        r.created_at FROM runs r JOIN sessions s USING (session_id)"""
+
+    def get_run(self, run_id: str) -> RunRow:
+        """One run by id (any status)."""
+        row = self._con.cursor().execute(self._RUN_SELECT + " WHERE r.run_id = ?", [run_id]).fetchone()
+        if row is None:
+            raise StoreError(f"no run with id {run_id!r}", path=self.path, stage="store")
+        return self._run_row(row)
+
+    def list_runs(self, *, status: str | None = None) -> list[RunRow]:
+        """Runs newest first, optionally only those with a status."""
+        sql = self._RUN_SELECT + (" WHERE r.status = ?" if status else "") + " ORDER BY r.created_at DESC"
+        rows = self._con.cursor().execute(sql, [status] if status else []).fetchall()
+        return [self._run_row(r) for r in rows]
+
+    def table(self, name: str, run_id: str, *, done_only: bool = True) -> pd.DataFrame:
+        """A run's rows of one table, as a DataFrame ordered as written.
+
+        With ``done_only`` (default) rows of runs that are not ``done`` never show up.
+        """
+        if name not in _RUN_TABLES:
+            raise ValueError(f"Invalid table ({name!r}). Supported values are {', '.join(_RUN_TABLES)}.")
+        where = "t.run_id = ?" + (" AND r.status = 'done'" if done_only else "")
+        sql = f"SELECT t.* EXCLUDE (run_id) FROM {name} t JOIN runs r USING (run_id) WHERE {where}"
+        return self._con.cursor().execute(sql, [run_id]).fetchdf()
+
+    def score_grid(self, run_id: str, candidate_row: int) -> np.ndarray:
+        """One candidate's normalised score grid, (rows, cols) float32."""
+        row = (
+            self._con.cursor()
+            .execute(
+                "SELECT grid_rows, grid_cols, grid FROM score_grids WHERE run_id = ? AND candidate_row = ?",
+                [run_id, candidate_row],
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise StoreError(f"run {run_id} has no score grid for candidate {candidate_row}", stage="store")
+        return np.frombuffer(row[2], dtype=np.float32).reshape(row[0], row[1])
+
+    def query(self, sql: str, params: list[Any] | None = None) -> pd.DataFrame:
+        """Read-only SQL for researchers (``codec-lens sessions sql``)."""
+        cur = self._con.cursor()
+        return cur.execute(sql, params or []).fetchdf()
+
+    # -- signal cache -----------------------------------------------------------------------
+
+    def cache_lookup(self, cache_key: str) -> Path | None:
+        """The folder holding a cached decode, or None."""
+        row = (
+            self._con.cursor()
+            .execute("SELECT folder FROM signal_cache WHERE cache_key = ?", [cache_key])
+            .fetchone()
+        )
+        if row is None:
+            return None
+        folder = Path(row[0])
+        return folder if folder.is_dir() else None
+
+    def cache_register(self, cache_key: str, folder: Path, meta: dict[str, Any]) -> None:
+        """Record a finished cache folder (written by the caller) under its key."""
+        size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+        with self._transaction() as tx:
+            tx.execute("DELETE FROM signal_cache WHERE cache_key = ?", [cache_key])
+            tx.execute(
+                "INSERT INTO signal_cache VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    cache_key,
+                    meta["content_sha256"],
+                    meta["decoder"],
+                    meta["decoder_version"],
+                    json.dumps(meta["geometry"]),
+                    meta["signal_kind"],
+                    str(folder),
+                    size,
+                    _now(),
+                ],
+            )
+
+    def size_bytes(self) -> dict[str, int]:
+        """Bytes on disk: the database file (+WAL) and the cache folder."""
+        db = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal")) if p.exists())
+        cache = (
+            sum(f.stat().st_size for f in self.cache_dir.rglob("*") if f.is_file())
+            if self.cache_dir.exists()
+            else 0
+        )
+        return {"database": db, "cache": cache}
+
+
+_RUN_TABLES = ("frames", "groups", "readiness_steps", "tokens", "score_grids")
