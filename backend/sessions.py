@@ -168,8 +168,9 @@ def run_tables(result: RunResult) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _summary(result: RunResult, key: str | None) -> dict[str, Any]:
+def _summary(result: RunResult, key: str | None, scores_run_id: str | None) -> dict[str, Any]:
     return {
+        "scores_run_id": scores_run_id,
         "threshold": result.groups.threshold,
         "timings": result.timings_secs,
         "warnings": [w.as_dict() for w in result.warnings],
@@ -356,6 +357,7 @@ def select_and_store(
     scores: ScoreMaps | None = None,
     content: str | None = None,
     key: str | None = None,
+    scores_run_id: str | None = None,
 ) -> tuple[str, RunResult]:
     """Run the pipeline, store every table and the decode cache; a failure marks the run failed.
 
@@ -376,7 +378,10 @@ def select_and_store(
     key = key or cache_key(content, options)
     try:
         result = run(video, options=options, on_progress=on_progress, front=front, scores=scores)
-        store.finish_run(run_id, run_tables(result), _summary(result, key))
+        tables = run_tables(result)
+        if scores_run_id is not None:
+            del tables["score_grids"]  # the same maps are stored under scores_run_id
+        store.finish_run(run_id, tables, _summary(result, key, scores_run_id))
     except (CodecLensError, ValueError, OSError, RuntimeError) as exc:
         store.fail_run(run_id, str(exc))
         raise
@@ -398,8 +403,12 @@ def reselect(
     changes: dict[str, Any],
     *,
     on_progress: ProgressCallback | None = None,
+    memory: dict[str, Front] | None = None,
 ) -> tuple[str, RunResult, str]:
     """Re-run a stored run with some options changed, reusing its cached decode when possible.
+
+    ``memory`` (cache key → Front), when given, keeps decoded fronts between calls
+    (the app passes one per session) so repeated re-selections skip the disk read.
 
     Returns
     -------
@@ -420,8 +429,14 @@ def reselect(
         )
         return new_id, result, "full"
     t0 = time.perf_counter()
-    front = load_front(folder)
+    front = memory.get(parent.cache_key) if memory is not None else None
+    if front is None:
+        front = load_front(folder)
+        if memory is not None:
+            memory.clear()  # one decoded video at a time: pixels are large
+            memory[parent.cache_key] = front
     scores = load_scores(folder, options, front.geometry.processed_hw)
+    same_scores = scores is not None and all(getattr(options, k) == base.get(k) for k in SCORE_OPTIONS)
     content = store.query(
         "SELECT content_sha256 FROM sessions WHERE session_id = ?", [parent.session_id]
     ).iloc[0, 0]
@@ -435,6 +450,7 @@ def reselect(
         scores=scores,
         content=str(content),
         key=parent.cache_key,
+        scores_run_id=(parent.scores_run_id or parent.run_id) if same_scores else None,
     )
     result.timings_secs["load_cache"] = time.perf_counter() - t0 - result.timings_secs.get("total", 0.0)
     return new_id, result, "cache+scores" if scores is not None else "cache"

@@ -62,6 +62,8 @@ _MIGRATIONS = {
     2: [
         "ALTER TABLE runs ADD COLUMN warnings_json JSON",
         "ALTER TABLE frames ADD COLUMN bad_reason VARCHAR",
+        # Re-selections that reuse score maps point at the run that stored them.
+        "ALTER TABLE runs ADD COLUMN scores_run_id VARCHAR",
     ],
 }
 
@@ -83,6 +85,7 @@ class RunRow:
     error: str | None
     threshold: float | None
     cache_key: str | None
+    scores_run_id: str | None
     created_at: datetime | None
 
 
@@ -319,7 +322,7 @@ class SessionStore:
             tx.execute(
                 """UPDATE runs SET status = 'done', finished_at = ?, threshold = ?, timings_json = ?,
                    warnings_json = ?, processed_h = ?, processed_w = ?, patch = ?, block_size = ?,
-                   cache_key = ? WHERE run_id = ?""",
+                   cache_key = ?, scores_run_id = ? WHERE run_id = ?""",
                 [
                     _now(),
                     summary["threshold"],
@@ -378,7 +381,7 @@ class SessionStore:
 
     _RUN_SELECT = """SELECT r.run_id, r.session_id, r.parent_run_id, s.video_path, r.profile, r.status,
         r.config_json, r.versions_json, r.timings_json, r.warnings_json, r.error, r.threshold, r.cache_key,
-        r.created_at FROM runs r JOIN sessions s USING (session_id)"""
+        r.scores_run_id, r.created_at FROM runs r JOIN sessions s USING (session_id)"""
 
     def get_run(self, run_id: str) -> RunRow:
         """One run by id (any status)."""
