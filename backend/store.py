@@ -107,6 +107,25 @@ def _check_file(path: Path) -> None:
         raise StoreError("is not a DuckDB database (refusing to touch it)", path=path, stage="store")
 
 
+_RUN_COLUMNS = (
+    "run_id",
+    "session_id",
+    "parent_run_id",
+    "video_path",
+    "profile",
+    "status",
+    "config_json",
+    "versions_json",
+    "timings_json",
+    "warnings_json",
+    "error",
+    "threshold",
+    "cache_key",
+    "scores_run_id",
+    "created_at",
+)
+
+
 class SessionStore:
     """All persistent state: sessions, runs and their per-frame/group/token rows.
 
@@ -333,6 +352,7 @@ class SessionStore:
                     summary["patch"],
                     summary["block_size"],
                     summary.get("cache_key"),
+                    summary.get("scores_run_id"),
                     run_id,
                 ],
             )
@@ -346,42 +366,30 @@ class SessionStore:
             tx.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
 
     def _run_row(self, row: tuple[Any, ...]) -> RunRow:
-        (
-            run_id,
-            session_id,
-            parent,
-            path,
-            profile,
-            status,
-            config,
-            versions,
-            timings,
-            warnings,
-            error,
-            threshold,
-            cache_key,
-            created,
-        ) = row
+        r = dict(zip(_RUN_COLUMNS, row, strict=True))
         return RunRow(
-            run_id=run_id,
-            session_id=session_id,
-            parent_run_id=parent,
-            video_path=path,
-            profile=profile,
-            status=status,
-            config=json.loads(config) if config else {},
-            versions=json.loads(versions) if versions else {},
-            timings=json.loads(timings) if timings else {},
-            warnings=json.loads(warnings) if warnings else [],
-            error=error,
-            threshold=threshold,
-            cache_key=cache_key,
-            created_at=created,
+            run_id=r["run_id"],
+            session_id=r["session_id"],
+            parent_run_id=r["parent_run_id"],
+            video_path=r["video_path"],
+            profile=r["profile"],
+            status=r["status"],
+            config=json.loads(r["config_json"]) if r["config_json"] else {},
+            versions=json.loads(r["versions_json"]) if r["versions_json"] else {},
+            timings=json.loads(r["timings_json"]) if r["timings_json"] else {},
+            warnings=json.loads(r["warnings_json"]) if r["warnings_json"] else [],
+            error=r["error"],
+            threshold=r["threshold"],
+            cache_key=r["cache_key"],
+            scores_run_id=r["scores_run_id"],
+            created_at=r["created_at"],
         )
 
-    _RUN_SELECT = """SELECT r.run_id, r.session_id, r.parent_run_id, s.video_path, r.profile, r.status,
-        r.config_json, r.versions_json, r.timings_json, r.warnings_json, r.error, r.threshold, r.cache_key,
-        r.scores_run_id, r.created_at FROM runs r JOIN sessions s USING (session_id)"""
+    _RUN_SELECT = (
+        "SELECT "
+        + ", ".join("s.video_path" if c == "video_path" else f"r.{c}" for c in _RUN_COLUMNS)
+        + " FROM runs r JOIN sessions s USING (session_id)"
+    )
 
     def get_run(self, run_id: str) -> RunRow:
         """One run by id (any status)."""
