@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,27 @@ def block_budget(geometry: Geometry, images_per_group: int) -> int:
     return max(0, (images_per_group * s - s) // (b * b))
 
 
+@functools.lru_cache(maxsize=1024)
+def _first_bin(g: int, nbins: int) -> np.ndarray:
+    """Bin of each window position t (−1 for none): the first i with lo_i ≤ t < hi_i.
+
+    Edges are ``linspace_int(1, max(2, G), bins + 1)``; an empty bin [lo, lo) is widened
+    to [lo, lo + 1), and a frame counts for its first matching bin only (cvp).
+    """
+    edges = np.linspace(1, max(2, g), nbins + 1, dtype=np.int32).tolist()
+    out = np.full(g, -1, dtype=np.int64)
+    for t in range(g):
+        for i in range(nbins):
+            lo, hi = int(edges[i]), int(edges[i + 1])
+            if hi <= lo:
+                hi = lo + 1
+            if lo <= t < hi:
+                out[t] = i
+                break
+    out.flags.writeable = False  # shared by the cache
+    return out
+
+
 def window_stats(block_scores: np.ndarray, *, budget: int, bins: int) -> dict[str, Any]:
     """Top-K statistics of a would-be group (row 0 is the anchor, rows 1… candidates).
 
@@ -142,25 +164,21 @@ def window_stats(block_scores: np.ndarray, *, budget: int, bins: int) -> dict[st
         idx = np.arange(scores.size, dtype=np.int32)
     chosen = scores[idx]
     total = float(chosen.sum())
-    frames = sorted({int(t) for t in (idx // nb + 1).tolist()})
+    present = np.zeros(g, dtype=bool)
+    present[idx // nb + 1] = True
+    frames_arr = np.flatnonzero(present)
+    frames = frames_arr.tolist()
     nbins = max(1, bins)
-    edges = np.linspace(1, max(2, g), nbins + 1, dtype=np.int32).tolist()
-    covered: set[int] = set()
-    for t in frames:
-        for i in range(nbins):
-            lo, hi = int(edges[i]), int(edges[i + 1])
-            if hi <= lo:
-                hi = lo + 1
-            if lo <= t < hi:
-                covered.add(i)
-                break  # a frame counts for its first matching bin only (cvp)
+    bin_of = _first_bin(g, nbins)
+    hit = bin_of[frames_arr]
+    covered = int(np.unique(hit[hit >= 0]).size)
     return {
         "candidate_block_count": int(scores.size),
         "topk_candidate_block_score_sum": total,
         "topk_candidate_block_score_mean": float(chosen.mean()),
         "topk_candidate_block_score_density": total / float(max(1, g)),
-        "selected_time_bins": len(covered),
-        "selected_time_bin_ratio": len(covered) / float(nbins),
+        "selected_time_bins": covered,
+        "selected_time_bin_ratio": covered / float(nbins),
         "selected_unique_frames": len(frames),
         "selected_unique_frame_ratio": len(frames) / float(max(1, g - 1)),
         "block_budget": int(budget),

@@ -30,6 +30,7 @@ from backend.records import (
     DecodedFrames,
     FrameQuality,
     Geometry,
+    ReadinessStep,
     ScoreMaps,
     VideoInfo,
     Warning_,
@@ -131,8 +132,11 @@ def run_tables(result: RunResult) -> dict[str, pd.DataFrame]:
             for s in result.groups.specs
         ]
     )
+    step_fields = [f.name for f in dataclasses.fields(ReadinessStep)]
     steps = (
-        pd.DataFrame([dataclasses.asdict(t) for t in result.groups.trace]) if result.groups.trace else None
+        pd.DataFrame({name: [getattr(t, name) for t in result.groups.trace] for name in step_fields})
+        if result.groups.trace
+        else None
     )
     tok = result.canvases.tokens
     tokens = pd.DataFrame(
