@@ -63,15 +63,19 @@ def pack_group(
         blocks = blocks[:room]
         slots[per_canvas : per_canvas + blocks.shape[0]] = blocks
     images[0] = pixels[rows[0]]
-    for q in range(per_canvas, slots.shape[0]):
-        fid, sbr, sbc, t = slots[q]
-        if fid < 0:
-            break
-        c, local = divmod(q, per_canvas)
-        dbr, dbc = divmod(local, bw_n)
-        images[c, dbr * f : (dbr + 1) * f, dbc * f : (dbc + 1) * f] = pixels[
-            rows[t], sbr * f : (sbr + 1) * f, sbc * f : (sbc + 1) * f
-        ]
+    filled = slots[per_canvas:]
+    n_fill = int(np.count_nonzero(filled[:, 0] >= 0))  # blocks fill a prefix; the rest is padding
+    if n_fill:
+        blk = filled[:n_fill]
+        # Read each source frame once (pixels may be memory-mapped), then gather blocks
+        # with one fancy index: (frame, block_row, :, block_col, :, :) → (k, f, f, 3).
+        src_rows, inverse = np.unique(rows[blk[:, 3]], return_inverse=True)
+        frames = np.asarray(pixels[src_rows]).reshape(len(src_rows), bh_n, f, bw_n, f, 3)
+        gathered = frames[inverse, blk[:, 1], :, blk[:, 2], :, :]
+        q = np.arange(per_canvas, per_canvas + n_fill)
+        dst_c, local = np.divmod(q, per_canvas)
+        dst_r, dst_col = np.divmod(local, bw_n)
+        images.reshape(images_per_group, bh_n, f, bw_n, f, 3)[dst_c, dst_r, :, dst_col, :, :] = gathered
     # Token rows in canvas-raster order: canvas c, patch (ph, pw) sits in block slot
     # (ph // b, pw // b) at offset (ph % b, pw % b) of the source block.
     c_idx, ph, pw = np.meshgrid(np.arange(images_per_group), np.arange(hb), np.arange(wb), indexing="ij")

@@ -372,25 +372,31 @@ def select_and_store(
     content = content or content_sha256(video)
     info = front.info if front is not None else probe(video, config=ProbeConfig(profile=options.profile))
     session_id = store.ensure_session(info, content)
-    run_id = store.begin_run(
-        session_id,
-        profile=options.profile,
-        config=options.as_dict(),
-        versions=gateway.versions(),
-        parent_run_id=parent_run_id,
-    )
+    run_kwargs = {
+        "profile": options.profile,
+        "config": options.as_dict(),
+        "versions": gateway.versions(),
+        "parent_run_id": parent_run_id,
+    }
     key = key or cache_key(content, options)
+    # A full run is visible as ``running`` while it decodes; a re-selection from the
+    # cache takes milliseconds, so it is written in one transaction when it is done.
+    run_id = store.begin_run(session_id, **run_kwargs) if front is None else None
     try:
         result = run(video, options=options, on_progress=on_progress, front=front, scores=scores)
         tables = run_tables(result)
         if scores_run_id is not None:
             del tables["score_grids"]  # the same maps are stored under scores_run_id
-        store.finish_run(run_id, tables, _summary(result, key, scores_run_id))
+        summary = _summary(result, key, scores_run_id)
+        if run_id is None:
+            run_id = store.insert_finished_run(session_id, tables=tables, summary=summary, **run_kwargs)
+        else:
+            store.finish_run(run_id, tables, summary)
     except (CodecLensError, ValueError, OSError, RuntimeError) as exc:
-        store.fail_run(run_id, str(exc))
+        store.fail_run(run_id or store.begin_run(session_id, **run_kwargs), str(exc))
         raise
     except BaseException:
-        store.fail_run(run_id, "interrupted")
+        store.fail_run(run_id or store.begin_run(session_id, **run_kwargs), "interrupted")
         raise
     if front is None:
         save_front(store, key, content, result)
@@ -407,7 +413,7 @@ def reselect(
     changes: dict[str, Any],
     *,
     on_progress: ProgressCallback | None = None,
-    memory: dict[str, Front] | None = None,
+    memory: dict[str, Any] | None = None,
 ) -> tuple[str, RunResult, str]:
     """Re-run a stored run with some options changed, reusing its cached decode when possible.
 
@@ -439,7 +445,12 @@ def reselect(
         if memory is not None:
             memory.clear()  # one decoded video at a time: pixels are large
             memory[parent.cache_key] = front
-    scores = load_scores(folder, options, front.geometry.processed_hw)
+    score_key = f"{parent.cache_key}/scores/{_score_key(options)}"
+    scores = memory.get(score_key) if memory is not None else None
+    if scores is None:
+        scores = load_scores(folder, options, front.geometry.processed_hw)
+        if memory is not None and scores is not None:
+            memory[score_key] = scores
     same_scores = scores is not None and all(getattr(options, k) == base.get(k) for k in SCORE_OPTIONS)
     content = store.query(
         "SELECT content_sha256 FROM sessions WHERE session_id = ?", [parent.session_id]

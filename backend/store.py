@@ -295,19 +295,41 @@ class SessionStore:
         """Insert a run with status ``running`` and return its id."""
         run_id = uuid.uuid4().hex[:12]
         with self._transaction() as tx:
-            tx.execute(
-                """INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
-                   status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)""",
-                [
-                    run_id,
-                    session_id,
-                    parent_run_id,
-                    profile,
-                    json.dumps(config),
-                    json.dumps(versions),
-                    _now(),
-                ],
-            )
+            self._insert_run(tx, run_id, session_id, profile, config, versions, parent_run_id)
+        return run_id
+
+    @staticmethod
+    def _insert_run(
+        tx: duckdb.DuckDBPyConnection,
+        run_id: str,
+        session_id: str,
+        profile: str,
+        config: dict[str, Any],
+        versions: dict[str, Any],
+        parent_run_id: str | None,
+    ) -> None:
+        tx.execute(
+            """INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
+               status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)""",
+            [run_id, session_id, parent_run_id, profile, json.dumps(config), json.dumps(versions), _now()],
+        )
+
+    def insert_finished_run(
+        self,
+        session_id: str,
+        *,
+        profile: str,
+        config: dict[str, Any],
+        versions: dict[str, Any],
+        parent_run_id: str | None,
+        tables: dict[str, pd.DataFrame],
+        summary: dict[str, Any],
+    ) -> str:
+        """Insert a run, its tables and status ``done`` in one transaction; return its id."""
+        run_id = uuid.uuid4().hex[:12]
+        with self._transaction() as tx:
+            self._insert_run(tx, run_id, session_id, profile, config, versions, parent_run_id)
+            self._insert_tables(tx, run_id, tables, summary)
         return run_id
 
     def fail_run(self, run_id: str, error: str) -> None:
@@ -327,35 +349,39 @@ class SessionStore:
         summary : threshold, timings, warnings, geometry and cache key of the run.
         """
         with self._transaction() as tx:
-            for name, frame in tables.items():
-                if name not in _RUN_TABLES:
-                    raise ValueError(
-                        f"Invalid table ({name!r}). Supported values are {', '.join(_RUN_TABLES)}."
-                    )
-                df = frame.copy()
-                df.insert(0, "run_id", run_id)
-                tx.register("incoming", df)
-                cols = ", ".join(f'"{c}"' for c in df.columns)
-                tx.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM incoming")
-                tx.unregister("incoming")
-            tx.execute(
-                """UPDATE runs SET status = 'done', finished_at = ?, threshold = ?, timings_json = ?,
-                   warnings_json = ?, processed_h = ?, processed_w = ?, patch = ?, block_size = ?,
-                   cache_key = ?, scores_run_id = ? WHERE run_id = ?""",
-                [
-                    _now(),
-                    summary["threshold"],
-                    json.dumps(summary["timings"]),
-                    json.dumps(summary["warnings"]),
-                    summary["processed_hw"][0],
-                    summary["processed_hw"][1],
-                    summary["patch"],
-                    summary["block_size"],
-                    summary.get("cache_key"),
-                    summary.get("scores_run_id"),
-                    run_id,
-                ],
-            )
+            self._insert_tables(tx, run_id, tables, summary)
+
+    @staticmethod
+    def _insert_tables(
+        tx: duckdb.DuckDBPyConnection, run_id: str, tables: dict[str, pd.DataFrame], summary: dict[str, Any]
+    ) -> None:
+        for name, frame in tables.items():
+            if name not in _RUN_TABLES:
+                raise ValueError(f"Invalid table ({name!r}). Supported values are {', '.join(_RUN_TABLES)}.")
+            df = frame.copy()
+            df.insert(0, "run_id", run_id)
+            tx.register("incoming", df)
+            cols = ", ".join(f'"{c}"' for c in df.columns)
+            tx.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM incoming")
+            tx.unregister("incoming")
+        tx.execute(
+            """UPDATE runs SET status = 'done', finished_at = ?, threshold = ?, timings_json = ?,
+               warnings_json = ?, processed_h = ?, processed_w = ?, patch = ?, block_size = ?,
+               cache_key = ?, scores_run_id = ? WHERE run_id = ?""",
+            [
+                _now(),
+                summary["threshold"],
+                json.dumps(summary["timings"]),
+                json.dumps(summary["warnings"]),
+                summary["processed_hw"][0],
+                summary["processed_hw"][1],
+                summary["patch"],
+                summary["block_size"],
+                summary.get("cache_key"),
+                summary.get("scores_run_id"),
+                run_id,
+            ],
+        )
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run and all its rows."""

@@ -7,6 +7,7 @@ the environment by callers.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -36,6 +37,7 @@ def bitcost_reader_available() -> bool:
     return _cvr is not None
 
 
+@functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str | None]:
     """Versions of the decoders behind this gateway."""
     try:
