@@ -131,17 +131,9 @@ def avoid_keyframes(sampled: Sampled, info: VideoInfo, *, config: KeyframeConfig
     ids = sampled.frame_indices
     debug = dict(sampled.debug)
     warnings: list[Warning_] = []
-    if not config.avoid_keyframes:
-        return Candidates(
-            frame_indices=ids.astype(np.int32),
-            sampled_frame_indices=ids,
-            keyframe_indices=(),
-            moved=(),
-            debug=debug,
-            warnings=tuple(warnings),
-        )
-    if config.frame_sampling_mode == "all_frames":
-        debug["avoid_keyframes_note"] = "ignored for all_frames sampling"
+    if not config.avoid_keyframes or config.frame_sampling_mode == "all_frames":
+        if config.avoid_keyframes:
+            debug["avoid_keyframes_note"] = "ignored for all_frames sampling"
         return Candidates(
             frame_indices=ids.astype(np.int32),
             sampled_frame_indices=ids,

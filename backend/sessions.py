@@ -26,6 +26,7 @@ from backend.pipeline import (
 )
 from backend.probe import ProbeConfig, probe
 from backend.records import (
+    TOKEN_COLUMNS,
     Candidates,
     DecodedFrames,
     FrameQuality,
@@ -139,22 +140,7 @@ def run_tables(result: RunResult) -> dict[str, pd.DataFrame]:
         else None
     )
     tok = result.canvases.tokens
-    tokens = pd.DataFrame(
-        {
-            name: tok[:, i]
-            for i, name in enumerate(
-                [
-                    "frame_index",
-                    "patch_row",
-                    "patch_col",
-                    "canvas_index",
-                    "packed_row",
-                    "packed_col",
-                    "group_index",
-                ]
-            )
-        }
-    )
+    tokens = pd.DataFrame({name: tok[:, i] for i, name in enumerate(TOKEN_COLUMNS[:-1])})
     tokens["valid"] = tok[:, 7].astype(bool)
     grids = result.scores.grids
     score_grids = pd.DataFrame(

@@ -107,6 +107,17 @@ def _check_file(path: Path) -> None:
         raise StoreError("is not a DuckDB database (refusing to touch it)", path=path, stage="store")
 
 
+def _write_schema(cur: duckdb.DuckDBPyConnection, version: int) -> None:
+    """Create every table as of schema ``version`` (v1, then each migration)."""
+    for stmt in _SCHEMA_V1:
+        cur.execute(stmt)
+    cur.execute("INSERT INTO schema_version VALUES (1)")
+    for v in range(2, version + 1):
+        for stmt in _MIGRATIONS[v]:
+            cur.execute(stmt)
+        cur.execute("INSERT INTO schema_version VALUES (?)", [v])
+
+
 _RUN_COLUMNS = (
     "run_id",
     "session_id",
@@ -189,13 +200,7 @@ class SessionStore:
     def _create(self, version: int) -> None:
         cur = self._con.cursor()
         cur.execute("BEGIN TRANSACTION")
-        for stmt in _SCHEMA_V1:
-            cur.execute(stmt)
-        cur.execute("INSERT INTO schema_version VALUES (1)")
-        for v in range(2, version + 1):
-            for stmt in _MIGRATIONS[v]:
-                cur.execute(stmt)
-            cur.execute("INSERT INTO schema_version VALUES (?)", [v])
+        _write_schema(cur, version)
         cur.execute("COMMIT")
 
     def migrate(self, from_version: int) -> None:
@@ -216,17 +221,9 @@ class SessionStore:
     @classmethod
     def create_version(cls, path: str | Path, version: int) -> None:
         """Write an empty store at an older (or current) schema version (tests, tools)."""
-        p = Path(path)
-        con = duckdb.connect(str(p))
+        con = duckdb.connect(str(Path(path)))
         try:
-            cur = con.cursor()
-            for stmt in _SCHEMA_V1:
-                cur.execute(stmt)
-            cur.execute("INSERT INTO schema_version VALUES (1)")
-            for v in range(2, version + 1):
-                for stmt in _MIGRATIONS[v]:
-                    cur.execute(stmt)
-                cur.execute("INSERT INTO schema_version VALUES (?)", [v])
+            _write_schema(con.cursor(), version)
         finally:
             con.close()
 
