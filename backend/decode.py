@@ -11,10 +11,12 @@ import numpy as np
 from backend.configbase import PROFILES, Profile, param, validate_fields
 from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
 from backend.records import Candidates, DecodedFrames, Geometry, VideoInfo, Warning_
+from backend.signals import SIGNAL_KINDS, SignalConfig, compute_signals
 from native import gateway
 
 BITCOST_GRIDS = ("adaptive", "sub", "mb", "ctu")
 PIXEL_SOURCES = ("fast_reader", "full_decode")
+SCORE_SIGNALS = ("bitcost", *SIGNAL_KINDS)
 GRID_KEYS = {"sub": "sub_mb_bit_cost", "mb": "mb_bit_cost", "ctu": "ctu_bit_cost"}
 _FALLBACK_ORDER = ("sub_mb_bit_cost", "mb_bit_cost", "ctu_bit_cost")
 
@@ -28,6 +30,13 @@ class DecodeConfig:
         label="Bitcost grid",
         help="adaptive: CTU/superblock for HEVC/VP9, macroblock otherwise; sub: 4×4 cells",
         choices=BITCOST_GRIDS,
+    )
+    score: str = param(
+        "bitcost",
+        label="Score signal",
+        help="bitcost (cvp's patched reader) or a signal of backend.signals: mv, residual, qp, "
+        "mvres, pkt_energy (pixels then come from a normal decode)",
+        choices=SCORE_SIGNALS,
     )
     pixel_source: str = param(
         "fast_reader",
@@ -53,6 +62,10 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         validate_fields(self)
+        if self.profile == "parity" and self.score != "bitcost":
+            raise ValueError(
+                f"Invalid score ({self.score!r}) for the parity profile. Supported values are 'bitcost'."
+            )
         if self.profile == "parity" and self.pixel_source != "fast_reader":
             raise ValueError(
                 f"Invalid pixel source ({self.pixel_source!r}) for the parity profile. "
@@ -183,6 +196,35 @@ def _read(
         return items, {int(it["frame_idx"]): it["pixels"] for it in again}, "serial (split failed)"
 
 
+def _decode_signal(
+    info: VideoInfo, candidates: Candidates, geometry: Geometry, config: DecodeConfig
+) -> DecodedFrames:
+    """Pixels from a normal decode and grids from a decoder-side signal (no bitcost)."""
+    signals = compute_signals(info, candidates.frame_indices, config=SignalConfig(kind=config.score))
+    h, w = geometry.processed_hw
+    ids = [int(i) for i in candidates.frame_indices]
+    frames = gateway.decode_frames_rgb(info.path, ids, out_width=w, out_height=h)
+    pixels = np.empty((len(ids), h, w, 3), dtype=np.uint8)
+    for row, fid in enumerate(ids):
+        if fid not in frames:
+            raise DecodeError("frame not reached by the decoder", path=info.path, frame_index=fid)
+        pixels[row] = frames[fid]
+    warnings = list(signals.warnings)
+    if signals.exactness != "exact":
+        warnings.append(Warning_("signal_proxy", f"{config.score} on {info.codec_name}: {signals.exactness}"))
+    return DecodedFrames(
+        frame_indices=np.asarray(ids, dtype=np.int32),
+        pixels=pixels,
+        grids=signals.grids,
+        grid_key=config.score,
+        pict_types=signals.pict_types,
+        bitcost_source=np.asarray(ids, dtype=np.int32),
+        pixel_source="full_decode",
+        read_mode=f"signal {config.score} ({signals.exactness})",
+        warnings=tuple(warnings),
+    )
+
+
 def decode(
     info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig
 ) -> DecodedFrames:
@@ -207,6 +249,8 @@ def decode(
     UnsupportedVideoError : codec without bitcost; parity with a width not multiple of 16.
     BitcostUnavailableError : no frame had the grid the scorer needs.
     """
+    if config.score != "bitcost":
+        return _decode_signal(info, candidates, geometry, config)
     _check_supported(info, config)
     ids = [int(i) for i in candidates.frame_indices]
     parity = config.profile == "parity"

@@ -114,6 +114,12 @@ class SelectionOptions:
         95.0, label="I-frame clip pct", help="cap percentile", min=0.0, max=100.0
     )
     avoid_keyframes: bool = param(True, label="Avoid keyframes", help="shift sampled keyframes to neighbours")
+    score: str = param(
+        "bitcost",
+        label="Score",
+        help="selection score: bitcost (cvp) or mv, residual, qp, mvres, pkt_energy (docs/signals.md)",
+        choices=decode_mod.SCORE_SIGNALS,
+    )
     pixel_source: str = param(
         "fast_reader",
         label="Pixels",
@@ -164,6 +170,7 @@ class SelectionOptions:
             "decode": decode_mod.DecodeConfig(
                 bitcost_grid=self.bitcost_grid,
                 pixel_source=self.pixel_source,
+                score=self.score,
                 workers=self.workers,
                 profile=prof,
             ),
@@ -171,6 +178,9 @@ class SelectionOptions:
             "score": score_mod.ScoreConfig(
                 iframe_score_clip_mode=self.iframe_score_clip_mode,
                 iframe_score_clip_percentile=self.iframe_score_clip_percentile,
+                normalisation={"mvres": "none", "pkt_energy": "video_max"}.get(
+                    self.score, "frame_percentile"
+                ),
                 threads=self.workers,
             ),
             "group": group_mod.GroupConfig(
@@ -260,6 +270,7 @@ FRONT_OPTIONS = (
     "block_size",
     "bitcost_grid",
     "pixel_source",
+    "score",
 )
 SCORE_OPTIONS = ("iframe_score_clip_mode", "iframe_score_clip_percentile")
 

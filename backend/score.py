@@ -13,12 +13,21 @@ from backend.configbase import param, validate_fields
 from backend.records import DecodedFrames, Geometry, ScoreMaps
 
 IFRAME_CLIP_MODES = ("none", "non_i_percentile")
+NORMALISATIONS = ("frame_percentile", "none", "video_max")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ScoreConfig:
     """Score-map normalisation (cvp option names)."""
 
+    normalisation: str = param(
+        "frame_percentile",
+        label="Normalisation",
+        help="frame_percentile: log1p and divide by each frame's percentile (cvp, bitcost); none: the "
+        "signal is already in [0, 1] (mvres); video_max: divide by the largest value of the run "
+        "(per-frame scalars such as pkt_energy)",
+        choices=NORMALISATIONS,
+    )
     bitcost_pct: float = param(
         99.0, label="Normalisation percentile", help="grid value mapped to 1.0", min=0, max=100
     )
@@ -115,12 +124,16 @@ def score_frames(decoded: DecodedFrames, geometry: Geometry, *, config: ScoreCon
     p, b = geometry.patch, geometry.block_size
     hb, wb = geometry.grid_hw
     n = len(decoded.grids)
-    grids = tuple(
-        normalise_grid(g, percentile=config.bitcost_pct, log_scale=config.bitcost_log_scale)
-        if g is not None
-        else np.zeros((1, 1), np.float32)
-        for g in decoded.grids
-    )
+    raw = [np.zeros((1, 1), np.float32) if g is None else g for g in decoded.grids]
+    if config.normalisation == "frame_percentile":
+        grids = tuple(
+            normalise_grid(g, percentile=config.bitcost_pct, log_scale=config.bitcost_log_scale) for g in raw
+        )
+    elif config.normalisation == "none":
+        grids = tuple(np.clip(np.asarray(g, np.float32), 0, 1) for g in raw)
+    else:
+        top = max((float(np.max(g)) for g in raw), default=0.0)
+        grids = tuple(np.asarray(g, np.float32) / np.float32(max(top, 1e-6)) for g in raw)
     cap: float | None = None
     debug: dict[str, Any] | None = None
     clip_rows: set[int] = set()
