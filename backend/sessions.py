@@ -268,11 +268,14 @@ def _warnings(items: list[dict[str, str]]) -> tuple[Warning_, ...]:
     return tuple(Warning_(w["code"], w["message"]) for w in items)
 
 
-def load_front(folder: Path) -> Front:
-    """Rebuild the front records from a cache folder (pixels memory-mapped)."""
+def load_front(folder: Path, *, in_memory: bool = False) -> Front:
+    """Rebuild the front records from a cache folder.
+
+    Pixels are memory-mapped, or read into memory when the front will be reused.
+    """
     rec = json.loads((folder / "records.json").read_text())
     arr = np.load(folder / "arrays.npz")
-    pixels = np.load(folder / "pixels.npy", mmap_mode="r")
+    pixels = np.load(folder / "pixels.npy", mmap_mode=None if in_memory else "r")
     i = rec["info"]
     info = VideoInfo(
         **{k: v for k, v in i.items() if k != "stss_keyframes"},
@@ -427,7 +430,7 @@ def reselect(
     t0 = time.perf_counter()
     front = memory.get(parent.cache_key) if memory is not None else None
     if front is None:
-        front = load_front(folder)
+        front = load_front(folder, in_memory=memory is not None)
         if memory is not None:
             memory.clear()  # one decoded video at a time: pixels are large
             memory[parent.cache_key] = front

@@ -355,11 +355,11 @@ class SessionStore:
         for name, frame in tables.items():
             if name not in _RUN_TABLES:
                 raise ValueError(f"Invalid table ({name!r}). Supported values are {', '.join(_RUN_TABLES)}.")
-            df = frame.copy()
-            df.insert(0, "run_id", run_id)
-            tx.register("incoming", df)
-            cols = ", ".join(f'"{c}"' for c in df.columns)
-            tx.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM incoming")
+            # run_id goes in as a parameter: a pandas column of repeated strings would be
+            # converted row by row.
+            tx.register("incoming", frame)
+            cols = ", ".join(f'"{c}"' for c in frame.columns)
+            tx.execute(f"INSERT INTO {name} (run_id, {cols}) SELECT ?, {cols} FROM incoming", [run_id])
             tx.unregister("incoming")
         tx.execute(
             """UPDATE runs SET status = 'done', finished_at = ?, threshold = ?, timings_json = ?,
