@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ses.add_argument("--json", action="store_true")
 
+    from app import luma_cli
+
+    luma_cli.add_parser(sub)
+
     app = sub.add_parser("app", help="launch the web app")
     app.add_argument("video", nargs="?", help="video to open (default: the bundled sample)")
     app.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -252,7 +256,15 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"select": cmd_select, "reselect": cmd_reselect, "sessions": cmd_sessions, "app": cmd_app}
+    from app import luma_cli
+
+    commands = {
+        "select": cmd_select,
+        "reselect": cmd_reselect,
+        "sessions": cmd_sessions,
+        "app": cmd_app,
+        "luma-bias": luma_cli.run,
+    }
     return commands[args.command](args)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import cv2
 import numpy as np
 
 from backend.configbase import param, validate_fields
-from backend.errors import DecodeError, InputError
+from backend.errors import CodecLensError, DecodeError, InputError
 from backend.luma_geometry import GopGeometry, LumaGeometry, SlotLayout
 from backend.probe import ProbeConfig, check_input_file, probe
 from backend.records import _check, _ShapeRepr
@@ -24,9 +26,11 @@ from native import gateway
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 """BT.601 full-range luma of 8-bit RGB, Y = 0.299 R + 0.587 G + 0.114 B."""
 _W = np.asarray(LUMA_WEIGHTS, dtype=np.float64)
-_W_ROW = np.asarray([LUMA_WEIGHTS], dtype=np.float32)  # cv2.transform matrix, 1×3
-# Rows per slice of the float difference: a slice of both frames plus its float copy stays in
-# the CPU cache at 1344 px wide, which is about 1.5× faster than whole-frame operations.
+# 1000·Y = 299 R + 587 G + 114 B is an integer below 2**24, so float32 holds every luma
+# difference exactly and the squared sum (in float64) is exact: no weight rounding.
+_W1000_ROW = np.asarray([[299.0, 587.0, 114.0]], dtype=np.float32)
+# Rows per slice of the float luma difference: at 1344 px wide a slice's float copy (0.5 MB) stays
+# in the CPU cache between the conversion, the transform and the norm.
 _SLICE_ROWS = 32
 JSON_VERSION = 1
 
@@ -123,23 +127,24 @@ class _PairKernel:
     """One pass over a test frame and its references: channel sums, cell sums and Y SSE.
 
     The frame is walked in bands of ``cell`` rows so that each band of every input is read
-    while it is still in the CPU cache: the column sums of the band (uint8 → uint16), then
-    the float difference and its luma in slices of ``_SLICE_ROWS`` rows.
+    while it is still in the CPU cache. Per band: the test's column sums (uint8 → uint16),
+    the int16 difference test − reference, its column sums, and the squared luma of the
+    difference in slices of ``_SLICE_ROWS`` rows. Reference sums are test sums minus
+    difference sums, so every reference costs one subtraction pass, not two reductions.
     """
 
     def __init__(self, height: int, width: int, cell: int) -> None:
         self.height, self.width, self.cell = height, width, cell
         self.rows, self.cols = height // cell, width // cell
         self.bands = -(-height // cell)
-        # A column sum over `cell` rows of uint8 fits uint16 up to 257 rows; uint16 halves the
-        # memory traffic of the reduction against uint32.
+        # Column sums over `cell` rows: uint8 fits uint16 up to 257 rows and a signed difference
+        # fits int16 up to 128 rows. Narrow accumulators halve the memory traffic, and an explicit
+        # dtype keeps numpy from widening the reduction to int64 (7× slower here).
         self.acc = np.uint16 if cell * 255 <= np.iinfo(np.uint16).max else np.uint32
+        self.dacc = np.int16 if cell * 255 <= np.iinfo(np.int16).max else np.int32
         # Cell sums as one small matrix product: each cell's c·3 interleaved column sums times a
         # selection matrix that adds up every third value (numpy's strided sum is far slower).
         self.select = np.tile(np.eye(3), (cell, 1))
-
-    def _column_sums(self, frame: np.ndarray, y0: int, y1: int, out: np.ndarray) -> None:
-        np.add.reduce(frame[y0:y1].reshape(y1 - y0, self.width * 3), axis=0, dtype=self.acc, out=out)
 
     def _finish(self, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(3,) int64 channel sums and (rows, cols, 3) int64 cell sums from band column sums."""
@@ -147,27 +152,34 @@ class _PairKernel:
         channels = columns.sum(axis=0, dtype=np.int64).reshape(w, 3).sum(axis=0)
         full = columns[: self.rows, : self.cols * c * 3].astype(np.float64)
         cells = full.reshape(self.rows * self.cols, c * 3) @ self.select
-        # Exact: every cell sum is an integer below 2**53.
+        # Exact: every cell sum is an integer far below 2**53.
         return channels, np.rint(cells).astype(np.int64).reshape(self.rows, self.cols, 3)
 
     def __call__(
         self, test: np.ndarray, refs: Sequence[np.ndarray]
     ) -> tuple[tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray, float]]]:
         """Test (channel sums, cell sums) and, per reference, (channel sums, cell sums, Y SSE)."""
-        cols_t = np.empty((self.bands, self.width * 3), self.acc)
-        cols_r = [np.empty_like(cols_t) for _ in refs]
+        w3 = self.width * 3
+        cols_t = np.empty((self.bands, w3), self.acc)
+        cols_d = [np.empty((self.bands, w3), self.dacc) for _ in refs]
         sse = [0.0] * len(refs)
         for band in range(self.bands):
             y0 = band * self.cell
             y1 = min(self.height, y0 + self.cell)
-            self._column_sums(test, y0, y1, cols_t[band])
+            t = test[y0:y1].reshape(y1 - y0, w3)
+            np.add.reduce(t, axis=0, dtype=self.acc, out=cols_t[band])
             for i, ref in enumerate(refs):
-                self._column_sums(ref, y0, y1, cols_r[i][band])
-                for ys in range(y0, y1, _SLICE_ROWS):
-                    ye = min(y1, ys + _SLICE_ROWS)
-                    diff = cv2.subtract(test[ys:ye], ref[ys:ye], dtype=cv2.CV_32F)
-                    sse[i] += cv2.norm(cv2.transform(diff, _W_ROW), cv2.NORM_L2SQR)
-        return self._finish(cols_t), [(*self._finish(c), float(e)) for c, e in zip(cols_r, sse, strict=True)]
+                diff = np.subtract(t, ref[y0:y1].reshape(y1 - y0, w3), dtype=np.int16)
+                np.add.reduce(diff, axis=0, dtype=self.dacc, out=cols_d[i][band])
+                for ys in range(0, y1 - y0, _SLICE_ROWS):
+                    part = diff[ys : ys + _SLICE_ROWS].astype(np.float32).reshape(-1, self.width, 3)
+                    sse[i] += cv2.norm(cv2.transform(part, _W1000_ROW), cv2.NORM_L2SQR)
+        t_chan, t_cells = self._finish(cols_t)
+        out = []
+        for cols, e in zip(cols_d, sse, strict=True):
+            d_chan, d_cells = self._finish(cols)
+            out.append((t_chan - d_chan, t_cells - d_cells, e / 1e6))
+        return (t_chan, t_cells), out
 
 
 def _check_frame(frame: Any, name: str, index: int) -> np.ndarray:
@@ -203,11 +215,12 @@ def measure_frames(
     test_name: str = "test",
     reference_names: Sequence[str] | None = None,
     reference_labels: Sequence[str] | None = None,
+    workers: int = 1,
 ) -> tuple[FrameLuma, ...]:
     """Stream test frames against one or more references and measure every pair.
 
     Frames are paired by decoded presentation index: test frame t with reference frame
-    t + offset. Only per-frame sums are kept, so memory does not grow with frame size.
+    t + offset. Only per-frame sums are kept, so memory does not grow with the clip.
 
     Parameters
     ----------
@@ -216,6 +229,8 @@ def measure_frames(
     config : offset, truncation and cell size.
     test_name, reference_names : names used in error messages (file paths for videos).
     reference_labels : ``reference`` / ``official`` per reference (default: reference, official).
+    workers : threads measuring frames while the caller's thread keeps pulling new ones (one
+        measured fastest on 2 cores: more threads only fight the decoders for the cache).
 
     Returns
     -------
@@ -238,83 +253,84 @@ def measure_frames(
     skipped_ref = [_skip(it, config.offset) if config.offset > 0 else 0 for it in ref_its]
     start = max(0, -config.offset)
 
-    sums: _PairKernel | None = None
+    kernel: _PairKernel | None = None
     shapes: list[tuple[int, ...]] = []
-    test_means: list[np.ndarray] = []
-    test_cells: list[np.ndarray] = []
-    ref_means: list[list[np.ndarray]] = [[] for _ in range(m)]
-    diff_cells: list[list[np.ndarray]] = [[] for _ in range(m)]
-    sse: list[list[float]] = [[] for _ in range(m)]
+    results: list[Any] = []
+    pending: deque[Future[Any]] = deque()
     n = 0
     truncated = False
-    while True:
-        test = next(test_it, None)
-        refs = [next(it, None) for it in ref_its]
-        if test is None or any(r is None for r in refs):
-            if test is None and all(r is None for r in refs):
-                break
-            if config.truncate:
-                truncated = True
-                break
-            _raise_count_mismatch(
-                test, refs, test_it, ref_its, n, skipped_test, skipped_ref, config, test_name, names
-            )
-        test = _check_frame(test, test_name, start + n)
-        refs = [_check_frame(r, names[i], start + n + config.offset) for i, r in enumerate(refs)]
-        if sums is None:
-            shapes = [test.shape, *[r.shape for r in refs]]
-            for i, r in enumerate(refs):
-                if r.shape != test.shape:
-                    raise InputError(
-                        f"frame sizes differ: test {test_name} is {_size(test)} but reference "
-                        f"{names[i]} is {_size(r)}"
-                    )
-            sums = _PairKernel(test.shape[0], test.shape[1], config.cell)
-            pixels = float(test.shape[0] * test.shape[1])
-            cell_area = float(config.cell * config.cell)
-        else:
-            for name, frame, first in zip([test_name, *names], [test, *refs], shapes, strict=True):
-                if frame.shape != first:
-                    raise InputError(
-                        f"frame size changes from {first[1]}x{first[0]} to {_size(frame)} "
-                        f"at test frame {start + n}",
-                        path=name,
-                    )
-        (t_chan, t_cells), per_ref = sums(test, refs)
-        test_means.append(t_chan / pixels)
-        test_cells.append((t_cells / cell_area).astype(np.float32))
-        for i, (r_chan, r_cells, r_sse) in enumerate(per_ref):
-            ref_means[i].append(r_chan / pixels)
-            diff_cells[i].append(((t_cells - r_cells) / cell_area).astype(np.float32))
-            sse[i].append(r_sse)
-        n += 1
+    # Frames are measured in a small thread pool, in order, while this thread keeps pulling
+    # decoded frames, so the decoders never wait for the arithmetic (numpy and OpenCV release
+    # the GIL); at most 2 × workers frames are in flight.
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="luma-measure") as pool:
+        while True:
+            test = next(test_it, None)
+            refs = [next(it, None) for it in ref_its]
+            if test is None or any(r is None for r in refs):
+                if test is None and all(r is None for r in refs):
+                    break
+                if config.truncate:
+                    truncated = True
+                    break
+                _raise_count_mismatch(
+                    test, refs, test_it, ref_its, n, skipped_test, skipped_ref, config, test_name, names
+                )
+            test = _check_frame(test, test_name, start + n)
+            refs = [_check_frame(r, names[i], start + n + config.offset) for i, r in enumerate(refs)]
+            if kernel is None:
+                shapes = [test.shape, *[r.shape for r in refs]]
+                for i, r in enumerate(refs):
+                    if r.shape != test.shape:
+                        raise InputError(
+                            f"frame sizes differ: test {test_name} is {_size(test)} but reference "
+                            f"{names[i]} is {_size(r)}"
+                        )
+                kernel = _PairKernel(test.shape[0], test.shape[1], config.cell)
+            else:
+                for name, frame, first in zip([test_name, *names], [test, *refs], shapes, strict=True):
+                    if frame.shape != first:
+                        raise InputError(
+                            f"frame size changes from {first[1]}x{first[0]} to {_size(frame)} "
+                            f"at test frame {start + n}",
+                            path=name,
+                        )
+            pending.append(pool.submit(kernel, test, refs))
+            while len(pending) > 2 * max(1, workers):
+                results.append(pending.popleft().result())
+            n += 1
+        results.extend(f.result() for f in pending)
     if n == 0:
         raise InputError(
             f"no frame pairs: test {test_name} and reference {names[0]} share no frames "
             f"at offset {config.offset}"
         )
-    assert sums is not None
+    assert kernel is not None
+    pixels = float(kernel.height * kernel.width)
+    cell_area = float(config.cell * config.cell)
+    t_chan = np.stack([r[0][0] for r in results])
+    t_cells = np.stack([r[0][1] for r in results])
     frame_index = np.arange(start, start + n, dtype=np.int64)
-    cells_t = np.stack(test_cells)
     out = []
     for i in range(m):
+        r_chan = np.stack([r[1][i][0] for r in results])
+        r_cells = np.stack([r[1][i][1] for r in results])
         out.append(
             FrameLuma(
                 test_name=test_name,
                 reference_name=names[i],
                 reference_label=labels[i],
-                height=sums.height,
-                width=sums.width,
+                height=kernel.height,
+                width=kernel.width,
                 cell=config.cell,
                 offset=config.offset,
                 truncated=truncated,
                 frame_index=frame_index,
                 reference_index=frame_index + config.offset,
-                test_mean_rgb=np.stack(test_means),
-                reference_mean_rgb=np.stack(ref_means[i]),
-                y_mse=np.asarray(sse[i], dtype=np.float64) / pixels,
-                test_cells=cells_t,
-                diff_cells=np.stack(diff_cells[i]),
+                test_mean_rgb=t_chan / pixels,
+                reference_mean_rgb=r_chan / pixels,
+                y_mse=np.asarray([r[1][i][2] for r in results], dtype=np.float64) / pixels,
+                test_cells=(t_cells / cell_area).astype(np.float32),
+                diff_cells=((t_cells - r_cells) / cell_area).astype(np.float32),
             )
         )
     return tuple(out)
@@ -338,6 +354,11 @@ def _raise_count_mismatch(
         skipped_ref[i] + paired + (0 if r is None else 1 + _count_rest(ref_its[i]))
         for i, r in enumerate(refs)
     ]
+    if test_total == 0:
+        raise InputError("the test video yields no frames", path=test_name)
+    for i, total in enumerate(ref_totals):
+        if total == 0:
+            raise InputError("the reference video yields no frames", path=names[i])
     avail_test = test_total - skipped_test
     i = next(i for i, total in enumerate(ref_totals) if total - skipped_ref[i] != avail_test)
     pairs = min(avail_test, *[t - s for t, s in zip(ref_totals, skipped_ref, strict=True)])
@@ -411,7 +432,18 @@ class SlotTable(_ShapeRepr):
 
 
 def slot_table(bias: np.ndarray, layout: SlotLayout, *, by_position: bool = False) -> SlotTable:
-    """Per-slot (or per slot and position) mean and spread of the steady-state bias."""
+    """Per-slot (or per slot and position) mean and spread of the steady-state bias.
+
+    Parameters
+    ----------
+    bias : (n,) float, per-frame bias aligned with ``layout``.
+    layout : slot assignment of the same n frames.
+    by_position : key rows by (slot, position inside the latent) instead of slot.
+
+    Returns
+    -------
+    SlotTable with one row per key present in steady state, sorted by key.
+    """
     keep = layout.is_steady
     slots = layout.slot[keep]
     pos = layout.position[keep] if by_position else np.full(slots.shape, -1, np.int64)
@@ -453,7 +485,17 @@ class StackedChunks(_ShapeRepr):
 
 
 def stacked_chunks(bias: np.ndarray, layout: SlotLayout) -> StackedChunks:
-    """The stacked chunk view: one row per chunk, one column per in-chunk position."""
+    """The stacked chunk view: one row per chunk, one column per in-chunk position.
+
+    Parameters
+    ----------
+    bias : (n,) float, per-frame bias aligned with ``layout``.
+    layout : slot assignment; chunks before ``layout.stack_from_chunk`` are left out.
+
+    Returns
+    -------
+    StackedChunks with bias and slot arrays of shape (q, chunk_length).
+    """
     keep = layout.chunk >= layout.stack_from_chunk
     chunks = np.unique(layout.chunk[keep])
     f = int(layout.chunk_length)
@@ -494,7 +536,12 @@ class GainTable(_ShapeRepr):
 
 
 def fit_line(x: np.ndarray, d: np.ndarray) -> tuple[float, float]:
-    """Least-squares (a, b) of d ≈ a + b·x; b = 0 when x does not vary."""
+    """Least-squares (a, b) of d ≈ a + b·x; b = 0 when x does not vary.
+
+    Parameters
+    ----------
+    x, d : (m,) float arrays of the same length (m = 0 gives (0, 0)).
+    """
     if x.size == 0:
         return 0.0, 0.0
     xm = float(x.mean())
@@ -507,7 +554,17 @@ def fit_line(x: np.ndarray, d: np.ndarray) -> tuple[float, float]:
 
 
 def gain_table(frames: FrameLuma, layout: SlotLayout) -> GainTable:
-    """Per-slot gain analysis of cell luma: test mean x against the difference d."""
+    """Per-slot gain analysis of cell luma: test mean x against the difference d.
+
+    Parameters
+    ----------
+    frames : measurements with (n, ch, cw, 3) cell arrays.
+    layout : slot assignment of the same n frames (steady-state frames are used).
+
+    Returns
+    -------
+    GainTable with one row per steady-state slot: d ≈ a + b·x over all its cells.
+    """
     x_all, d_all = frames.cell_luma()
     keep = layout.is_steady
     slots = np.unique(layout.slot[keep])
@@ -573,7 +630,7 @@ class LumaReport(_ShapeRepr):
         bias = self.frames.bias
         steady = self.layout.is_steady
         with np.errstate(divide="ignore"):
-            psnr = 10.0 * np.log10(255.0**2 / float(self.frames.y_mse.mean()))
+            psnr = 10.0 * np.log10(255.0**2 / np.float64(self.frames.y_mse.mean()))
         return {
             "frames": len(self.frames),
             "p95_all": _num(self.p95_all),
@@ -632,7 +689,17 @@ class LumaReport(_ShapeRepr):
 
 
 def summarize(frames: FrameLuma, layout: SlotLayout) -> LumaReport:
-    """All spec figures of one pairing from its per-frame measurements and slot layout."""
+    """All spec figures of one pairing from its per-frame measurements and slot layout.
+
+    Parameters
+    ----------
+    frames : per-frame measurements (n frames).
+    layout : ``geometry.assign(frames.frame_index)``; another geometry needs no new decode.
+
+    Returns
+    -------
+    LumaReport with p95 (all, steady), the 0→1 jump, slot tables, stacked view and gains.
+    """
     bias = frames.bias
     t = frames.frame_index
     has01 = len(frames) >= 2 and t[0] == 0
@@ -738,58 +805,75 @@ def _analysis(
 # --------------------------------------------------------------------------- videos
 
 
-def prefetch(frames: Iterable[np.ndarray], *, depth: int = 4) -> Iterator[np.ndarray]:
+class Prefetch(Iterator[np.ndarray]):
     """Run an iterator (a decoder) in a background thread, ``depth`` items ahead.
 
     PyAV and OpenCV release the GIL, so the decoders of test and reference overlap with
     each other and with the per-frame arithmetic. Exceptions re-raise in the consumer;
-    closing the consumer stops the thread and closes the source iterator.
+    :meth:`close` stops the thread and closes the source iterator, whether or not anything
+    was consumed.
     """
-    items: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
-    stop = threading.Event()
-    done = object()
 
-    def put(item: Any) -> bool:
-        while not stop.is_set():
+    _DONE = object()
+
+    def __init__(self, frames: Iterable[np.ndarray], *, depth: int = 4) -> None:
+        self._items: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._finished = False
+        self._worker = threading.Thread(target=self._work, args=(frames,), name="luma-prefetch", daemon=True)
+        self._worker.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
             try:
-                items.put(item, timeout=0.05)
+                self._items.put(item, timeout=0.05)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def work() -> None:
+    def _work(self, frames: Iterable[np.ndarray]) -> None:
         source = iter(frames)
         try:
             for item in source:
-                if not put(item):
+                if not self._put(item):
                     return
-            put(done)
+            self._put(self._DONE)
         except BaseException as exc:  # handed to the consumer, which re-raises it
-            put(_Failure(exc))
+            self._put(_Failure(exc))
         finally:
             close = getattr(source, "close", None)
             if close is not None:
                 close()
 
-    worker = threading.Thread(target=work, name="luma-prefetch", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = items.get()
-            if item is done:
-                return
-            if isinstance(item, _Failure):
-                raise item.exc
-            yield item
-    finally:
-        stop.set()
+    def __next__(self) -> np.ndarray:
+        if self._finished:
+            raise StopIteration
+        item = self._items.get()
+        if item is self._DONE:
+            self._finished = True
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self._finished = True
+            raise item.exc
+        return item
+
+    def close(self) -> None:
+        """Stop the worker and wait for it (it closes the source)."""
+        self._finished = True
+        self._stop.set()
         while True:  # unblock a producer waiting on a full queue
             try:
-                items.get_nowait()
+                self._items.get_nowait()
             except queue.Empty:
                 break
-        worker.join(timeout=10)
+        self._worker.join(timeout=10)
+
+    def __enter__(self) -> Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -809,8 +893,12 @@ def _decoded(path: str | Path, reader: Callable[[str | Path], Iterable[np.ndarra
         for frame in reader(path):
             yield frame
             index += 1
+    except CodecLensError:
+        raise
     except av.FFmpegError as exc:
         raise DecodeError(f"decoding failed ({exc.strerror or exc})", path=path, frame_index=index) from exc
+    except (RuntimeError, OSError) as exc:  # e.g. cvp's reader refusing a stream
+        raise DecodeError(f"decoding failed ({exc})", path=path, frame_index=index) from exc
 
 
 def analyze_videos(
@@ -856,7 +944,7 @@ def analyze_videos(
         keys = tuple(int(k) for k in keyframes) if keyframes is not None else infos[0].keyframe_indices
     test_src = _decoded(test, test_reader or gateway.iter_rgb)
     ref_srcs = [_decoded(p, reference_reader or gateway.iter_rgb) for p in paths[1:]]
-    streams = [prefetch(s) for s in (test_src, *ref_srcs)]
+    streams = [Prefetch(s) for s in (test_src, *ref_srcs)]
     try:
         measured = measure_frames(
             streams[0],
@@ -879,6 +967,7 @@ __all__ = [
     "LumaAnalysis",
     "LumaReport",
     "MeasureConfig",
+    "Prefetch",
     "SlotTable",
     "StackedChunks",
     "analyze_frames",
@@ -887,7 +976,6 @@ __all__ = [
     "gain_table",
     "luma_jumps",
     "measure_frames",
-    "prefetch",
     "slot_table",
     "stacked_chunks",
     "summarize",

@@ -1,0 +1,164 @@
+"""Luma-bias analysis speed against just decoding both inputs.
+
+Usage::
+
+    python bench/luma_speed.py TEST REFERENCE [--repeat 3] [--geometry h3|gop]
+    python bench/luma_speed.py --make-pair DIR [--frames 120]   # 1344×768 pair, then measure it
+
+The analysis (decode both inputs to RGB, per-frame bias, Y-PSNR, cell sums, every summary)
+is timed against four ways of only decoding the same two files:
+
+* ``decode rgb, sequential``: each file decoded to RGB arrays, one after the other;
+* ``decode rgb, concurrent``: both decoded to RGB in two threads, read in lockstep (the way
+  the analyzer reads them, so this is the strict baseline);
+* ``decode only``: frames out of the decoder without any RGB conversion (for reference);
+* ``decode rgb, PyAV rgb24``: PyAV's own ``to_ndarray(format="rgb24")`` (swscale), what a
+  script would usually do; slower and ~1 level off, so the analyzer converts with OpenCV
+  (for reference only: the verdict uses the two strict baselines above).
+
+Each timing is the best of ``--repeat`` runs (the machine is shared). The speed ratio is
+decode time / analysis time; the target is ≥ 0.8 against the strict baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import av
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backend.luma import MeasureConfig, Prefetch, analyze_videos
+from backend.luma_geometry import make_geometry
+from native import gateway
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "videos"
+
+
+def make_pair(folder: Path, *, frames: int = 120, width: int = 1344, height: int = 768) -> tuple[Path, Path]:
+    """Upscale a shared clip to width×height; reference near-lossless (crf 4), test crf 23."""
+    folder.mkdir(parents=True, exist_ok=True)
+    reference, test = folder / "reference_1344x768.mp4", folder / "test_1344x768.mp4"
+    if reference.exists() and test.exists():
+        return test, reference
+    source = SHARED / "real_h264_film_friday.mp4"
+    with (
+        av.open(str(source)) as container,
+        gateway.VideoWriter(
+            reference,
+            codec="libx264",
+            width=width,
+            height=height,
+            fps=30,
+            options={"crf": "4", "preset": "veryfast"},
+        ) as ref_writer,
+        gateway.VideoWriter(
+            test,
+            codec="libx264",
+            width=width,
+            height=height,
+            fps=30,
+            options={"crf": "23", "preset": "veryfast"},
+        ) as test_writer,
+    ):
+        for index, frame in enumerate(container.decode(video=0)):
+            if index >= frames:
+                break
+            rgb = frame.to_ndarray(format="rgb24", width=width, height=height, interpolation="BICUBIC")
+            ref_writer.write(rgb)
+            test_writer.write(rgb)
+    return test, reference
+
+
+def _decode_sequential(paths: list[Path]) -> None:
+    for p in paths:
+        for _ in gateway.iter_rgb(p):
+            pass
+
+
+def _decode_concurrent(paths: list[Path]) -> None:
+    streams = [Prefetch(gateway.iter_rgb(p)) for p in paths]
+    try:
+        for _ in zip(*streams, strict=True):
+            pass
+    finally:
+        for s in streams:
+            s.close()
+
+
+def _decode_swscale(paths: list[Path]) -> None:
+    for p in paths:
+        for _ in gateway.iter_rgb(p, conversion="swscale"):
+            pass
+
+
+def _decode_only(paths: list[Path]) -> None:
+    for p in paths:
+        with av.open(str(p)) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            for _ in container.decode(stream):
+                pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("test", nargs="?", type=Path)
+    parser.add_argument("reference", nargs="?", type=Path)
+    parser.add_argument(
+        "--make-pair", type=Path, metavar="DIR", help="write a 1344×768 pair to DIR and use it"
+    )
+    parser.add_argument("--frames", type=int, default=120)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--geometry", default="h3", choices=("h3", "gop"))
+    args = parser.parse_args(argv)
+    if args.make_pair:
+        args.test, args.reference = make_pair(args.make_pair, frames=args.frames)
+    if args.test is None or args.reference is None:
+        parser.error("give TEST and REFERENCE, or --make-pair DIR")
+    paths = [args.test, args.reference]
+    geometry = make_geometry(args.geometry)
+    frames = gateway.count_decoded_frames(args.test)
+    info = gateway.probe_container(args.test)
+    print(f"pair: {args.test} vs {args.reference}: {frames} frames, {info.width}x{info.height}")
+
+    runs: dict[str, Callable[[], object]] = {
+        "analysis": lambda: analyze_videos(
+            args.test, args.reference, geometry=geometry, config=MeasureConfig()
+        ),
+        "decode rgb, sequential": lambda: _decode_sequential(paths),
+        "decode rgb, concurrent": lambda: _decode_concurrent(paths),
+        "decode only (no RGB)": lambda: _decode_only(paths),
+        "decode rgb, PyAV rgb24": lambda: _decode_swscale(paths),
+    }
+    wall = dict.fromkeys(runs, float("inf"))
+    cpu = dict.fromkeys(runs, float("inf"))
+    for _ in range(args.repeat):  # interleaved, so a change of machine load hits every variant
+        for name, fn in runs.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            wall[name] = min(wall[name], time.perf_counter() - t0)
+            cpu[name] = min(cpu[name], time.process_time() - c0)
+    print(f"{'':<24} {'wall s':>7} {'pairs/s':>8} {'cpu s':>7}  speed ratio (wall, cpu) vs analysis")
+    for name in runs:
+        ratio = (
+            ""
+            if name == "analysis"
+            else f"{wall[name] / wall['analysis']:.2f}, {cpu[name] / cpu['analysis']:.2f}"
+        )
+        print(f"{name:<24} {wall[name]:7.3f} {frames / wall[name]:8.1f} {cpu[name]:7.3f}  {ratio}")
+    strict = min(wall["decode rgb, sequential"], wall["decode rgb, concurrent"])
+    ratio = strict / wall["analysis"]
+    verdict = "meets" if ratio >= 0.8 else "misses"
+    print(f"speed ratio (analysis vs decoding both to RGB, wall): {ratio:.2f} ({verdict} the 0.8 target)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
