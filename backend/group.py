@@ -186,6 +186,72 @@ def window_stats(block_scores: np.ndarray, *, budget: int, bins: int) -> dict[st
     }
 
 
+class _GrowingWindow:
+    """Top-K statistics of windows [start, end) for increasing ``end``, incrementally.
+
+    Keeps the k largest candidate values seen so far and the largest value it had to
+    drop. The top-K sum and mean depend only on the values (summed in descending order,
+    as cvp's argsort leaves them); which *frames* they come from is fixed too whenever
+    every kept value exceeds every dropped one. Only when a tie straddles the k-th place
+    does membership depend on numpy's introselect, and then the window is recomputed
+    exactly with :func:`window_stats`.
+    """
+
+    def __init__(self, block_scores: np.ndarray, start: int, *, budget: int, bins: int) -> None:
+        self._blocks = block_scores
+        self._start = start
+        self._k = budget
+        self._bins = bins
+        self._vals = np.zeros(0, np.float32)
+        self._ts = np.zeros(0, np.int64)
+        self._dropped_max = -np.inf
+        self._next_row = start + 1  # row 0 of a window is its anchor, never a candidate
+
+    def _add(self, row: int) -> None:
+        new = np.asarray(self._blocks[row], dtype=np.float32)
+        vals = np.concatenate([self._vals, new])
+        ts = np.concatenate([self._ts, np.full(new.size, row - self._start, np.int64)])
+        if vals.size > self._k:
+            part = np.argpartition(-vals, self._k - 1)
+            drop = part[self._k :]
+            self._dropped_max = max(self._dropped_max, float(vals[drop].max()))
+            keep = part[: self._k]
+            vals, ts = vals[keep], ts[keep]
+        self._vals, self._ts = vals, ts
+
+    def stats(self, end: int) -> dict[str, Any]:
+        """Statistics of the window [start, end), equal to ``window_stats`` on it."""
+        for row in range(self._next_row, end):
+            self._add(row)
+        self._next_row = max(self._next_row, end)
+        g = end - self._start
+        nb = self._blocks.shape[1]
+        n_cand = (g - 1) * nb
+        unique = self._vals.size == self._k and float(self._vals.min()) > self._dropped_max
+        if self._k <= 0 or n_cand <= self._k or not unique:
+            return window_stats(self._blocks[self._start : end], budget=self._k, bins=self._bins)
+        chosen = np.ascontiguousarray(np.sort(self._vals)[::-1])
+        total = float(chosen.sum())
+        present = np.zeros(g, dtype=bool)
+        present[self._ts] = True
+        frames_arr = np.flatnonzero(present)
+        nbins = max(1, self._bins)
+        hit = _first_bin(g, nbins)[frames_arr]
+        covered = int(np.unique(hit[hit >= 0]).size)
+        return {
+            "candidate_block_count": int(n_cand),
+            "topk_candidate_block_score_sum": total,
+            "topk_candidate_block_score_mean": float(chosen.mean()),
+            "topk_candidate_block_score_density": total / float(max(1, g)),
+            "selected_time_bins": covered,
+            "selected_time_bin_ratio": covered / float(nbins),
+            "selected_unique_frames": int(frames_arr.size),
+            "selected_unique_frame_ratio": frames_arr.size / float(max(1, g - 1)),
+            "block_budget": int(self._k),
+            "selected_t_rel": frames_arr.tolist(),
+        }
+
+
 def resolve_threshold(
     info: VideoInfo, scores: ScoreMaps, *, budget: int, config: GroupConfig
 ) -> tuple[float, dict[str, Any]]:
@@ -311,8 +377,9 @@ def build_groups(
         chosen: int | None = None
         chosen_stats: dict[str, Any] = {}
         reason = "max_group_frames"
+        growing = _GrowingWindow(scores.block_scores, start, budget=budget, bins=bins)
         for end in range(min_end, max_end + 1):
-            st = window_stats(scores.block_scores[start:end], budget=budget, bins=bins)
+            st = growing.stats(end)
             s = st["topk_candidate_block_score_sum"]
             ok = s >= threshold and st["selected_time_bins"] >= need
             ratio = 1.0 if prev is None else (s - prev) / max(abs(prev), 1e-6)

@@ -425,3 +425,20 @@ def test_bad_frame_rules_by_hand():
     px = np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255], [10, 20, 30]]], np.uint8)
     expected = [(4899 * r + 9617 * g + 1868 * b + 8192) >> 14 for r, g, b in px[0].astype(int).tolist()]
     assert luma(px)[0].tolist() == expected
+
+
+@pytest.mark.parametrize("kind", ["distinct", "ties", "zeros"])
+def test_incremental_readiness_window_equals_the_exact_one(kind):
+    from backend.group import _GrowingWindow
+
+    rng = np.random.default_rng(7)
+    blocks = {
+        "distinct": rng.random((70, 40)).astype(np.float32),
+        "ties": np.round(rng.random((70, 40)) * 3).astype(np.float32),  # ties at the k-th place
+        "zeros": np.zeros((30, 20), np.float32),
+    }[kind]
+    for budget in (3, 40, 500, 5000):
+        for start in (0, 5):
+            grow = _GrowingWindow(blocks, start, budget=budget, bins=3)
+            for end in range(start + 4, min(len(blocks), start + 64) + 1):
+                assert grow.stats(end) == window_stats(blocks[start:end], budget=budget, bins=3)
