@@ -67,15 +67,17 @@ def pack_group(
     n_fill = int(np.count_nonzero(filled[:, 0] >= 0))  # blocks fill a prefix; the rest is padding
     if n_fill:
         blk = filled[:n_fill]
-        # Read each source frame once (pixels may be memory-mapped), then gather blocks
-        # with one fancy index: (frame, block_row, :, block_col, :, :) → (k, f, f, 3).
-        src_rows, inverse = np.unique(rows[blk[:, 3]], return_inverse=True)
-        frames = np.asarray(pixels[src_rows]).reshape(len(src_rows), bh_n, f, bw_n, f, 3)
-        gathered = frames[inverse, blk[:, 1], :, blk[:, 2], :, :]
-        q = np.arange(per_canvas, per_canvas + n_fill)
-        dst_c, local = np.divmod(q, per_canvas)
+
+        # Views with the block grid on the leading axes, (frame, block_row, block_col, f, f, 3):
+        # one fancy index gathers every kept block (touching only those pixels, even when
+        # the frames are memory-mapped) and one scatters them into their canvas slots.
+        def as_blocks(a: np.ndarray) -> np.ndarray:
+            return a.reshape(a.shape[0], bh_n, f, bw_n, f, 3).transpose(0, 1, 3, 2, 4, 5)
+
+        gathered = as_blocks(pixels)[rows[blk[:, 3]], blk[:, 1], blk[:, 2]]
+        dst_c, local = np.divmod(np.arange(per_canvas, per_canvas + n_fill), per_canvas)
         dst_r, dst_col = np.divmod(local, bw_n)
-        images.reshape(images_per_group, bh_n, f, bw_n, f, 3)[dst_c, dst_r, :, dst_col, :, :] = gathered
+        as_blocks(images)[dst_c, dst_r, dst_col] = gathered
     # Token rows in canvas-raster order: canvas c, patch (ph, pw) sits in block slot
     # (ph // b, pw // b) at offset (ph % b, pw % b) of the source block.
     c_idx, ph, pw = np.meshgrid(np.arange(images_per_group), np.arange(hb), np.arange(wb), indexing="ij")
