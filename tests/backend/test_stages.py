@@ -239,6 +239,12 @@ def _scores(block_rows: np.ndarray) -> ScoreMaps:
     )
 
 
+def _range_candidates(n: int) -> Candidates:
+    """Candidates 0 … n−1 with no keyframe handling."""
+    ids = np.arange(n, dtype=np.int32)
+    return Candidates(frame_indices=ids, sampled_frame_indices=ids, keyframe_indices=(), moved=(), debug={})
+
+
 TINY = Geometry(orig_hw=(4, 4), prepared_hw=(4, 4), processed_hw=(4, 4), patch=1, block_size=2)
 
 
@@ -248,13 +254,7 @@ def test_readiness_stops_on_low_gain_and_drops_tail_in_parity():
     rows = np.zeros((n, 4), np.float32)
     rows[1:5] = [[10, 0, 0, 0]] * 4  # frames 1–4 carry the score; later frames add nothing
     info = make_info(n, keyframes=(0,))
-    cand = Candidates(
-        frame_indices=np.arange(n, dtype=np.int32),
-        sampled_frame_indices=np.arange(n, dtype=np.int32),
-        keyframe_indices=(),
-        moved=(),
-        debug={},
-    )
+    cand = _range_candidates(n)
     cfg = dict(
         images_per_group=2,
         min_group_frames=4,
@@ -285,13 +285,7 @@ def test_readiness_tail_parity_drops_clean_merges():
     n = 11
     rows = np.ones((n, 4), np.float32)
     info = make_info(n, keyframes=(0,))
-    cand = Candidates(
-        frame_indices=np.arange(n, dtype=np.int32),
-        sampled_frame_indices=np.arange(n, dtype=np.int32),
-        keyframe_indices=(),
-        moved=(),
-        debug={},
-    )
+    cand = _range_candidates(n)
     cfg = dict(
         images_per_group=2,
         min_group_frames=4,
