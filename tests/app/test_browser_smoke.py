@@ -1,0 +1,95 @@
+"""The app in headless Debian Chromium through Playwright: loads on the sample and steps frames."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, requires_cvp
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = REPO_ROOT / "artifacts" / "screenshots"
+
+pytestmark = [
+    pytest.mark.browser,
+    requires_cvp,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    from app.main import SAMPLE_VIDEO, build_app
+
+    demo = build_app(SAMPLE_VIDEO)
+    port = _free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close(verbose=False)
+
+
+@pytest.fixture(scope="module")
+def page(app_url: str) -> Iterator[object]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        external: list[str] = []
+        pg.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
+            ),
+        )
+        pg.goto(app_url)
+        pg.wait_for_selector("#frame img", timeout=30_000)
+        yield pg
+        assert not external, f"the page reached outside the machine: {external[:3]}"
+        browser.close()
+
+
+def test_loads_on_the_sample_with_a_finished_run(page) -> None:
+    summary = page.locator("#summary").inner_text()
+    assert "flower_timelapse_cc0.mp4" in summary and "canvases" in summary
+    assert page.locator("#frame_info").inner_text().startswith("candidate 0 · frame 0")
+
+
+def test_slider_steps_exactly_one_frame(page) -> None:
+    first = page.locator("#frame img").get_attribute("src")
+    page.locator("#frame_slider input[type=range]").fill("5")
+    page.wait_for_function(
+        "() => document.querySelector('#frame_info').innerText.startsWith('candidate 5 ')", timeout=15_000
+    )
+    page.locator("#frame_slider input[type=range]").focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "() => document.querySelector('#frame_info').innerText.startsWith('candidate 6 ')", timeout=15_000
+    )
+    assert page.locator("#frame img").get_attribute("src") != first
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app_frame6.png"), full_page=True)
+    assert (ARTIFACTS / "app_frame6.png").stat().st_size > 10_000
