@@ -293,6 +293,7 @@ def run(
     on_progress: ProgressCallback | None = None,
     front: Front | None = None,
     scores: ScoreMaps | None = None,
+    info: VideoInfo | None = None,
 ) -> RunResult:
     """Run every stage on one video.
 
@@ -304,6 +305,7 @@ def run(
     front : cached probe … quality records (from a run with the same FRONT_OPTIONS);
         those stages are then skipped.
     scores : cached score maps (same front and SCORE_OPTIONS); the score stage is skipped.
+    info : the probe of ``video`` under this profile, when the caller already has it.
 
     Returns
     -------
@@ -327,7 +329,8 @@ def run(
 
     t_start = time.perf_counter()
     if front is None:
-        info = call("probe", video)
+        if info is None:
+            info = call("probe", video)
         sampled = call("sample", info)
         candidates = call("keyframes", sampled, info)
         geometry = call("geometry", info)

@@ -372,7 +372,7 @@ def select_and_store(
     # cache takes milliseconds, so it is written in one transaction when it is done.
     run_id = store.begin_run(session_id, **run_kwargs) if front is None else None
     try:
-        result = run(video, options=options, on_progress=on_progress, front=front, scores=scores)
+        result = run(video, options=options, on_progress=on_progress, front=front, scores=scores, info=info)
         tables = run_tables(result)
         if scores_run_id is not None:
             del tables["score_grids"]  # the same maps are stored under scores_run_id

@@ -380,59 +380,6 @@ def count_decoded_frames(path: str | Path) -> int:
         return sum(1 for _ in container.decode(stream))
 
 
-def iter_luma(path: str | Path, *, thread_count: int = 0) -> Iterator[np.ndarray]:
-    """Yield each decoded frame's luma plane, (H, W) uint8, in presentation order.
-
-    A normal (deblocked) FFmpeg decode through PyAV; the Y plane is copied as stored,
-    with no colour conversion or scaling.
-    """
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        stream.codec_context.thread_count = int(thread_count)
-        for frame in container.decode(stream):
-            if frame.format.name in ("yuv420p", "yuvj420p", "yuv422p", "yuv444p", "gray"):
-                plane = frame.planes[0]
-                rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
-                yield rows[:, : plane.width].copy()
-            else:
-                yield frame.to_ndarray(format="gray")
-
-
-def iter_reader_luma(path: str | Path) -> Iterator[np.ndarray]:
-    """Yield luma (H, W) uint8 of cvp's fast reader output (loop filter skipped).
-
-    The reader only returns BGR (swscale, native size); luma is recomputed with
-    OpenCV's BT.601 integer weights, so compare it against references converted the
-    same way (:func:`iter_rgb_luma`).
-    """
-    if _cvr is None:
-        raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
-    import cv2
-
-    total = count_decoded_frames(path)
-    step = 64  # bounded memory: the reader returns every requested frame at once
-    for lo in range(0, total, step):
-        ids = list(range(lo, min(total, lo + step)))
-        items = _cvr.read_video_fast_selected(str(path), ids, 1, 0, "slice", None, 1, 0, 0)
-        for item in items:
-            yield cv2.cvtColor(item["pixels"], cv2.COLOR_BGR2YUV)[:, :, 0]
-
-
-def iter_rgb_luma(path: str | Path) -> Iterator[np.ndarray]:
-    """Yield luma (H, W) uint8 of a normal decode converted to BGR by swscale first.
-
-    The counterpart of :func:`iter_reader_luma`: same conversion path, deblocked decode.
-    """
-    import cv2
-
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        for frame in container.decode(stream):
-            yield cv2.cvtColor(frame.to_ndarray(format="bgr24"), cv2.COLOR_BGR2YUV)[:, :, 0]
-
-
 class VideoWriter:
     """Encode RGB uint8 frames to a file with one of PyAV's bundled encoders.
 
@@ -524,10 +471,19 @@ def iter_reader_rgb(path: str | Path, *, step: int = 64) -> Iterator[np.ndarray]
     """
     if _cvr is None:
         raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
-    total = count_decoded_frames(path)
+    # An upper bound is enough: indices past the end are simply not returned.
+    total = int(probe_container(path).packet_size_bytes.size)
+    # Seeking chunks keep the work linear; the reader's seek is trusted on MP4-family
+    # files only (on MPEG-TS it lands on the wrong frames), so others decode from 0.
+    can_seek = Path(path).suffix.lower() in (".mp4", ".m4v", ".mov", ".3gp", ".3g2")
     for lo in range(0, total, max(1, int(step))):
         # Bounded memory: the reader returns every requested frame of a call at once.
         ids = list(range(lo, min(total, lo + step)))
-        items = _cvr.read_video_fast_selected(str(path), ids, 1, 0, "slice", None, 1, 0, 0)
+        if can_seek and lo > 0:
+            items = read_segment(
+                path, ids, export_bitcost=False, export_pixels=True, out_width=0, out_height=0
+            )
+        else:
+            items = _cvr.read_video_fast_selected(str(path), ids, 1, 0, "slice", None, 1, 0, 0)
         for item in items:
             yield np.ascontiguousarray(item["pixels"][:, :, ::-1])
