@@ -1,0 +1,221 @@
+"""Group stepper view: a table of groups and the readiness trace of one group with its stop decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from backend.pipeline import RunResult
+from backend.records import ReadinessStep
+
+STOP_MARKER_NAME = "stop decision"
+
+
+def _steps(result: RunResult, group_index: int) -> list[ReadinessStep]:
+    return [s for s in result.groups.trace if s.group_index == group_index]
+
+
+def prepare_group_table(result: RunResult) -> list[dict[str, Any]]:
+    """One dict per group for the stepper's table.
+
+    Returns
+    -------
+    list of dicts with ``group_index``, ``candidate_start`` (first candidate row),
+    ``candidate_end`` (exclusive), ``first_frame_index``, ``last_frame_index``, ``length``
+    (candidates in the group), ``anchor_frame_index`` (None when skipped), ``stop_reason``,
+    ``threshold`` (the readiness threshold its trace used, else the run's), ``kept_blocks`` and
+    ``skipped`` (True for groups the parity profile did not select from).
+    """
+    sel_by_group = {s.group_index: s for s in result.selection.groups}
+    skipped = set(result.selection.skipped_group_indices)
+    fids = result.candidates.frame_indices
+    rows: list[dict[str, Any]] = []
+    for spec in result.groups.specs:
+        sel = sel_by_group.get(spec.group_index)
+        steps = _steps(result, spec.group_index)
+        rows.append(
+            {
+                "group_index": spec.group_index,
+                "candidate_start": spec.start,
+                "candidate_end": spec.end,
+                "first_frame_index": int(fids[spec.start]),
+                "last_frame_index": int(fids[spec.end - 1]),
+                "length": spec.frame_count,
+                "anchor_frame_index": sel.frame_indices[0] if sel else None,
+                "stop_reason": spec.stop_reason,
+                "threshold": float(steps[-1].threshold if steps else result.groups.threshold),
+                "kept_blocks": int(sel.kept.shape[0]) if sel else 0,
+                "skipped": spec.group_index in skipped or sel is None,
+            }
+        )
+    return rows
+
+
+def stop_step(result: RunResult, group_index: int) -> ReadinessStep | None:
+    """The step that ended the group: the one decided ``stop``, else the last one tried.
+
+    Groups end without a ``stop`` step when the candidates ran out (``tail_flush``) or the
+    window hit its maximum length; their last step is where the scan ended.
+    """
+    steps = _steps(result, group_index)
+    return next((s for s in steps if s.decision == "stop"), steps[-1] if steps else None)
+
+
+def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
+    """The readiness trace of one group.
+
+    Parameters
+    ----------
+    result : a finished run.
+    group_index : a group of ``result.groups.specs``.
+
+    Returns
+    -------
+    Figure with x = window end (exclusive candidate index). Row 1: ``top-K sum`` (line),
+    ``threshold`` (horizontal line), ``covered bins`` and ``needed bins`` (secondary y), and the
+    ``stop decision`` marker. Row 2: ``marginal gain`` per step. Without a trace (fixed or
+    adaptive_gop grouping) the figure holds one annotation saying so and no traces.
+    """
+    indices = [s.group_index for s in result.groups.specs]
+    if group_index not in indices:
+        raise ValueError(
+            f"Invalid group_index ({group_index}). Supported values are {', '.join(map(str, indices))}."
+        )
+    steps = _steps(result, group_index)
+    if not steps:
+        fig = go.Figure()
+        spec = result.groups.specs[indices.index(group_index)]
+        fig.add_annotation(
+            text=f"No readiness trace for group {group_index}: grouping mode "
+            f"'{result.options.grouping_mode}' (stop reason: {spec.stop_reason}).",
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+            showarrow=False,
+            name="no_trace",
+        )
+        fig.update_xaxes(visible=False)
+        fig.update_yaxes(visible=False)
+        return fig
+    ends = [s.end for s in steps]
+    frames = [s.frame_index_added for s in steps]
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.7, 0.3],
+        vertical_spacing=0.06,
+        specs=[[{"secondary_y": True}], [{}]],
+    )
+    hover = "end %{x} · frame %{customdata}<br>%{y:.4g}<extra>%{fullData.name}</extra>"
+    fig.add_trace(
+        go.Scatter(
+            x=ends,
+            y=[s.topk_sum for s in steps],
+            mode="lines+markers",
+            name="top-K sum",
+            customdata=frames,
+            hovertemplate=hover,
+        ),
+        row=1,
+        col=1,
+        secondary_y=False,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=ends,
+            y=[s.threshold for s in steps],
+            mode="lines",
+            line={"dash": "dash", "color": "black"},
+            name="threshold",
+            customdata=frames,
+            hovertemplate=hover,
+        ),
+        row=1,
+        col=1,
+        secondary_y=False,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=ends,
+            y=[s.covered_bins for s in steps],
+            mode="lines+markers",
+            line={"shape": "hv", "color": "#2ca02c"},
+            name="covered bins",
+            customdata=frames,
+            hovertemplate=hover,
+        ),
+        row=1,
+        col=1,
+        secondary_y=True,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=ends,
+            y=[s.needed_bins for s in steps],
+            mode="lines",
+            line={"shape": "hv", "color": "#2ca02c", "dash": "dot"},
+            name="needed bins",
+            customdata=frames,
+            hovertemplate=hover,
+        ),
+        row=1,
+        col=1,
+        secondary_y=True,
+    )
+    fig.add_trace(
+        go.Bar(
+            x=ends,
+            y=[s.marginal_gain for s in steps],
+            name="marginal gain",
+            marker_color=["#2ca02c" if s.passed else "#9a9a9a" for s in steps],
+            customdata=frames,
+            hovertemplate=hover,
+        ),
+        row=2,
+        col=1,
+    )
+    stop = stop_step(result, group_index)
+    assert stop is not None
+    fig.add_trace(
+        go.Scatter(
+            x=[stop.end],
+            y=[stop.topk_sum],
+            mode="markers",
+            marker={"symbol": "star", "size": 16, "color": "#d62728"},
+            name=STOP_MARKER_NAME,
+            customdata=[stop.frame_index_added],
+            text=[stop.reason],
+            hovertemplate="%{text}<extra>" + stop.decision + "</extra>",
+            meta={"decision": stop.decision},
+        ),
+        row=1,
+        col=1,
+        secondary_y=False,
+    )
+    spec = result.groups.specs[indices.index(group_index)]
+    fig.add_annotation(
+        x=stop.end,
+        y=stop.topk_sum,
+        text=f"{stop.decision}: {spec.stop_reason}",
+        showarrow=True,
+        arrowhead=2,
+        ax=-60,
+        ay=-30,
+        row=1,
+        col=1,
+    )
+    fig.update_layout(
+        title=f"group {group_index}: readiness trace",
+        hovermode="x unified",
+        margin={"l": 60, "r": 60, "t": 50, "b": 40},
+        legend={"orientation": "h", "y": -0.15},
+    )
+    fig.update_xaxes(title_text="window end (candidate index, exclusive)", row=2, col=1)
+    fig.update_yaxes(title_text="top-K block score sum", row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="time bins", row=1, col=1, secondary_y=True, rangemode="tozero")
+    fig.update_yaxes(title_text="gain", row=2, col=1)
+    return fig
