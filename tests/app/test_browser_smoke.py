@@ -41,11 +41,13 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    from app.main import SAMPLE_VIDEO, build_app
+    from app.main import LAUNCH_KWARGS, SAMPLE_VIDEO, build_app
 
     demo = build_app(SAMPLE_VIDEO)
     port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(
+        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **LAUNCH_KWARGS
+    )
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -93,3 +95,74 @@ def test_slider_steps_exactly_one_frame(page) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "app_frame6.png"), full_page=True)
     assert (ARTIFACTS / "app_frame6.png").stat().st_size > 10_000
+
+
+def _candidate(page) -> int:
+    return int(page.locator("#frame_info").inner_text().split(" · ")[0].split()[1])
+
+
+def _wait_candidate(page, row: int) -> None:
+    page.wait_for_function(
+        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
+        timeout=15_000,
+    )
+
+
+def test_keys_step_one_frame_and_jump_to_group_boundaries(page) -> None:
+    page.locator("#frame_slider input[type=range]").fill("0")
+    _wait_candidate(page, 0)
+    page.locator("#summary").click()  # focus the page, not an input
+    page.keyboard.press("ArrowRight")
+    _wait_candidate(page, 1)
+    page.keyboard.press("Period")
+    _wait_candidate(page, 2)
+    page.keyboard.press("ArrowLeft")
+    _wait_candidate(page, 1)
+    info_text = page.locator("#frame_info").inner_text()
+    group_now = int(info_text.split("group ")[1].split()[0])
+    page.keyboard.press("]")
+    page.wait_for_function(
+        f"() => !document.querySelector('#frame_info').innerText.includes('group {group_now} ')",
+        timeout=15_000,
+    )
+    after = page.locator("#frame_info").inner_text()
+    assert int(after.split("group ")[1].split()[0]) == group_now + 1
+    assert "anchor" in after or "kept blocks" in after
+    page.keyboard.press("End")
+    page.wait_for_function(
+        "() => !document.querySelector('#frame_info').innerText.startsWith('candidate 1 ')"
+    )
+    page.keyboard.press("?")
+    page.wait_for_selector("#key_map", state="visible", timeout=15_000)
+    assert "group boundary" in page.locator("#key_map").inner_text()
+
+
+def test_heatmap_toggle_changes_the_image(page) -> None:
+    before = page.locator("#frame img").get_attribute("src")
+    page.locator("#layers label", has_text="heatmap").click()
+    page.wait_for_function(
+        f"() => document.querySelector('#frame img').getAttribute('src') !== {before!r}", timeout=15_000
+    )
+    page.locator("#layers label", has_text="heatmap").click()  # back off for the other tests
+
+
+def test_timeline_click_moves_the_viewer(page) -> None:
+    page.locator("#timeline").scroll_into_view_if_needed()
+    page.wait_for_selector("#timeline .js-plotly-plot", timeout=15_000)
+    point = page.evaluate(
+        """() => {
+          const gd = document.querySelector('#timeline .js-plotly-plot');
+          const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+          const r = gd.getBoundingClientRect();
+          const y = ya.range[0] + (ya.range[1] - ya.range[0]) * 0.02;
+          return {x: r.left + xa._offset + xa.l2p(60), y: r.top + ya._offset + ya.l2p(y)};
+        }"""
+    )
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_function(
+        "() => { const t = document.querySelector('#frame_info').innerText;"
+        " const f = parseInt(t.split(' · ')[1].split(' ')[1]); return f >= 58 && f <= 62; }",
+        timeout=15_000,
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app_timeline_jump.png"), full_page=True)
