@@ -19,15 +19,23 @@ KEY_MAP = (
 
 
 def keyframe_rows(result: RunResult) -> np.ndarray:
-    """Candidate rows whose frame is a bitstream keyframe or was moved off one, sorted."""
-    info = result.info
-    fids = result.candidates.frame_indices
-    in_range = fids < info.packet_is_keyframe.size
-    is_key = np.zeros(fids.size, dtype=bool)
-    is_key[in_range] = info.packet_is_keyframe[fids[in_range]]
-    moved_to = {int(b) for _, b in result.candidates.moved}
-    is_key |= np.isin(fids, list(moved_to))
-    return np.flatnonzero(is_key)
+    """Candidate rows showing each bitstream keyframe, sorted.
+
+    A keyframe that avoidance moved off (and that is not a candidate itself) is
+    represented by the row of the frame it moved to.
+    """
+    fids = result.candidates.frame_indices.tolist()
+    first_row: dict[int, int] = {}
+    for row, fid in enumerate(fids):
+        first_row.setdefault(int(fid), row)
+    moved = dict(result.candidates.moved)
+    rows = set()
+    for key in result.info.keyframe_indices:
+        if key in first_row:
+            rows.add(first_row[key])
+        elif moved.get(key) in first_row:
+            rows.add(first_row[moved[key]])
+    return np.asarray(sorted(rows), dtype=np.int64)
 
 
 def group_start_rows(result: RunResult) -> np.ndarray:
