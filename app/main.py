@@ -1,7 +1,6 @@
 """Gradio app composition: the inspector over one finished selection run."""
 
-from __future__ import annotations
-
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -60,6 +59,18 @@ KEY_JS = """
 """
 
 
+CURSOR_JS = """
+(row) => {
+  const frames = FRAMES;
+  const gd = document.querySelector('#timeline .js-plotly-plot');
+  if (!gd || !window.Plotly || !gd.layout || !gd.layout.shapes) return [];
+  const i = gd.layout.shapes.findIndex((s) => s.name === 'cursor');
+  const f = frames[Math.max(0, Math.min(frames.length - 1, Math.round(row)))];
+  if (i >= 0) window.Plotly.relayout(gd, {[`shapes[${i}].x0`]: f, [`shapes[${i}].x1`]: f});
+  return [];
+}
+"""
+
 # Hidden, not invisible: Gradio leaves visible=False components out of the page, and the
 # key handler must be able to click them.
 CSS = "#hidden_controls { display: none !important; }"
@@ -96,8 +107,8 @@ def _info_markdown(info: dict[str, Any]) -> str:
     )
 
 
-def build_app(video: str | Path):
-    """Blocks for one finished run of ``video`` (clean profile)."""
+def build_app(video: str | Path, options: Any = None):
+    """Blocks for one finished run of ``video`` (``options``: SelectionOptions, default clean)."""
     import gradio as gr
 
     from backend.errors import CodecLensError
@@ -106,7 +117,7 @@ def build_app(video: str | Path):
     from views.frame_layers import COLORMAPS, SCALES, block_at, prepare_frame_layers
 
     try:
-        result = run(video, options=SelectionOptions(profile="clean"))
+        result = run(video, options=options or SelectionOptions(profile="clean"))
     except CodecLensError as exc:
         raise SystemExit(f"codec-lens: error: {exc.one_line()}") from exc
     n = int(result.candidates.frame_indices.size)
@@ -144,7 +155,7 @@ def build_app(video: str | Path):
                 scale = gr.Radio(list(SCALES), value="frame", label="Heatmap scale")
                 legend = gr.Image(value=first_legend, label="Legend", interactive=False, height=80)
                 keys = gr.Markdown(visible=False, elem_id="key_map")
-        plot = gr.Plot(value=plot_cursor(0), elem_id="timeline", label="Timeline (click a frame to jump)")
+        gr.Plot(value=plot_cursor(0), elem_id="timeline", label="Timeline (click a frame to jump)")
         with gr.Row(elem_id="hidden_controls"):
             buttons = {a: gr.Button(a, elem_id=f"k_{a}") for a in navigation.ACTIONS}
             help_btn = gr.Button("help", elem_id="k_help")
@@ -170,7 +181,9 @@ def build_app(video: str | Path):
         controls = [slider, layers, opacity, colormap, scale]
         for c in controls:
             c.change(render, controls, [frame, info, legend], api_name=False)
-        slider.change(plot_cursor, slider, plot, api_name=False)
+        # The cursor moves in the browser: re-sending the whole figure per frame costs ~0.3 s.
+        frames_js = json.dumps([int(f) for f in result.candidates.frame_indices])
+        slider.change(None, slider, None, js=CURSOR_JS.replace("FRAMES", frames_js), api_name=False)
         for action, button in buttons.items():
             button.click(
                 lambda r, a=action: navigation.navigate(result, int(r), a), slider, slider, api_name=False

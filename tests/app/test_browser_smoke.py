@@ -166,3 +166,21 @@ def test_timeline_click_moves_the_viewer(page) -> None:
     )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "app_timeline_jump.png"), full_page=True)
+
+
+def test_timeline_cursor_follows_the_viewer_and_blocks_can_be_picked(page) -> None:
+    page.locator("#frame_slider input[type=range]").fill("30")
+    _wait_candidate(page, 30)
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('#timeline .js-plotly-plot');"
+        " const s = gd.layout.shapes.find((x) => x.name === 'cursor'); return s && s.x0 === 30; }",
+        timeout=15_000,
+    )
+    page.locator("#frame img").scroll_into_view_if_needed()
+    box = page.locator("#frame img").bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+    page.wait_for_function(
+        "() => document.querySelector('#block_info').innerText.startsWith('block (')", timeout=15_000
+    )
+    text = page.locator("#block_info").inner_text()
+    assert "score" in text and "rank" in text and ("canvas" in text or "not kept" in text)
