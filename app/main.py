@@ -179,7 +179,9 @@ def build_app(video: str | Path, options: Any = None):
         gr.Gallery(value=run_summary.prepare_gallery(result), label="Canvases", columns=4, format="jpeg")
 
         controls = [slider, layers, opacity, colormap, scale]
-        for c in controls:
+        # Stepping frames re-renders the frame only; the legend changes with the layer controls.
+        slider.change(lambda *v: render(*v)[:2], controls, [frame, info], api_name=False)
+        for c in controls[1:]:
             c.change(render, controls, [frame, info, legend], api_name=False)
         # The cursor moves in the browser: re-sending the whole figure per frame costs ~0.3 s.
         frames_js = json.dumps([int(f) for f in result.candidates.frame_indices])
