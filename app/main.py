@@ -66,7 +66,12 @@ CURSOR_JS = """
   if (!gd || !window.Plotly || !gd.layout || !gd.layout.shapes) return [];
   const i = gd.layout.shapes.findIndex((s) => s.name === 'cursor');
   const f = frames[Math.max(0, Math.min(frames.length - 1, Math.round(row)))];
-  if (i >= 0) window.Plotly.relayout(gd, {[`shapes[${i}].x0`]: f, [`shapes[${i}].x1`]: f});
+  // A relayout redraws the plot (~60 ms on the main thread): debounce it so it never
+  // delays the frame image while scrubbing.
+  clearTimeout(window.__lensCursorTimer);
+  window.__lensCursorTimer = setTimeout(() => {
+    if (i >= 0) window.Plotly.relayout(gd, {[`shapes[${i}].x0`]: f, [`shapes[${i}].x1`]: f});
+  }, 250);
   return [];
 }
 """
