@@ -14,11 +14,12 @@ from typing import Any
 import cv2
 import numpy as np
 
+from backend import __version__
 from backend.errors import OutputError
 from backend.records import TOKEN_COLUMNS, GroupSelection
 from native import gateway
 
-CODEC_LENS_VERSION = "0.1.0"
+CODEC_LENS_VERSION = __version__
 _DONE_MARKER = "codec_lens.json"  # written last: its presence means the directory is complete
 
 

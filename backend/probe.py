@@ -16,8 +16,6 @@ from backend.records import VideoInfo
 from native import gateway
 
 MP4_EXTENSIONS = (".mp4", ".m4v", ".mov", ".m4a", ".3gp", ".3g2")
-# Containers whose headers carry no frame count; cvp guesses round(fps × duration) there.
-_COUNTLESS_FORMATS = ("mpegts", "matroska", "webm", "avi", "flv", "ogg", "h264", "hevc")
 
 
 @dataclass(frozen=True, kw_only=True)

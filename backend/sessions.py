@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend import __version__
 from backend.errors import CodecLensError, StoreError
 from backend.pipeline import (
     FRONT_OPTIONS,
@@ -364,7 +365,7 @@ def select_and_store(
     run_kwargs = {
         "profile": options.profile,
         "config": options.as_dict(),
-        "versions": gateway.versions(),
+        "versions": {"codec_lens": __version__, **gateway.versions()},
         "parent_run_id": parent_run_id,
     }
     key = key or cache_key(content, options)

@@ -54,6 +54,7 @@ def test_every_table_round_trips(stored):
             assert np.array_equal(store.score_grid(run_id, row), result.scores.grids[row])
         run_row = store.get_run(run_id)
         assert run_row.status == "done" and run_row.config["num_sampled_frames"] == 48
+        assert {"codec_lens", "pyav", "pyav_libavcodec", "codec_video_prep"} <= set(run_row.versions)
         assert run_row.threshold == pytest.approx(result.groups.threshold)
         assert [w["code"] for w in run_row.warnings] == [w.code for w in result.warnings]
 
