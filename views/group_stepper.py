@@ -111,61 +111,28 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
         specs=[[{"secondary_y": True}], [{}]],
     )
     hover = "end %{x} · frame %{customdata}<br>%{y:.4g}<extra>%{fullData.name}</extra>"
-    fig.add_trace(
-        go.Scatter(
-            x=ends,
-            y=[s.topk_sum for s in steps],
-            mode="lines+markers",
-            name="top-K sum",
-            customdata=frames,
-            hovertemplate=hover,
-        ),
-        row=1,
-        col=1,
-        secondary_y=False,
+    # (field, name, mode, line style, on the secondary axis)
+    lines = (
+        ("topk_sum", "top-K sum", "lines+markers", {}, False),
+        ("threshold", "threshold", "lines", {"dash": "dash", "color": "black"}, False),
+        ("covered_bins", "covered bins", "lines+markers", {"shape": "hv", "color": "#2ca02c"}, True),
+        ("needed_bins", "needed bins", "lines", {"shape": "hv", "color": "#2ca02c", "dash": "dot"}, True),
     )
-    fig.add_trace(
-        go.Scatter(
-            x=ends,
-            y=[s.threshold for s in steps],
-            mode="lines",
-            line={"dash": "dash", "color": "black"},
-            name="threshold",
-            customdata=frames,
-            hovertemplate=hover,
-        ),
-        row=1,
-        col=1,
-        secondary_y=False,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=ends,
-            y=[s.covered_bins for s in steps],
-            mode="lines+markers",
-            line={"shape": "hv", "color": "#2ca02c"},
-            name="covered bins",
-            customdata=frames,
-            hovertemplate=hover,
-        ),
-        row=1,
-        col=1,
-        secondary_y=True,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=ends,
-            y=[s.needed_bins for s in steps],
-            mode="lines",
-            line={"shape": "hv", "color": "#2ca02c", "dash": "dot"},
-            name="needed bins",
-            customdata=frames,
-            hovertemplate=hover,
-        ),
-        row=1,
-        col=1,
-        secondary_y=True,
-    )
+    for field, name, mode, line, secondary in lines:
+        fig.add_trace(
+            go.Scatter(
+                x=ends,
+                y=[getattr(s, field) for s in steps],
+                mode=mode,
+                line=line,
+                name=name,
+                customdata=frames,
+                hovertemplate=hover,
+            ),
+            row=1,
+            col=1,
+            secondary_y=secondary,
+        )
     fig.add_trace(
         go.Bar(
             x=ends,
