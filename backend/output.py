@@ -16,6 +16,7 @@ import numpy as np
 
 from backend import __version__
 from backend.errors import OutputError
+from backend.group import block_budget
 from backend.records import TOKEN_COLUMNS, GroupSelection
 from native import gateway
 
@@ -55,7 +56,7 @@ def _group_meta(sel: GroupSelection, spec: Any, result: Any, offset: int) -> dic
         per_frame[str(t)] = per_frame.get(str(t), 0) + 1
         per_frame_sum[str(t)] = per_frame_sum.get(str(t), 0.0) + float(score)
     total = float(sel.ranked_scores.sum()) if sel.ranked_scores.size else 0.0
-    budget = (ipg * s - s) // (b * b)
+    budget = block_budget(geo, ipg)
     return {
         "group_idx": sel.group_index,
         "frame_ids": list(sel.frame_indices),

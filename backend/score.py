@@ -162,22 +162,22 @@ def score_frames(decoded: DecodedFrames, geometry: Geometry, *, config: ScoreCon
     for row in range(n):
         first_row.setdefault(("clip", row) if row in clip_rows else id(decoded.grids[row]), row)
 
-    def sums(row: int) -> tuple[np.ndarray, np.ndarray]:
+    def sums(row: int) -> tuple[np.ndarray, np.ndarray, int]:
         score_map = upsample(grids[row], hw)
+        changed = 0
         if row in clip_rows:
+            changed = int(np.count_nonzero(score_map > cap))
             score_map = np.minimum(score_map, np.float32(cap))
-        return patch_and_block_sums(score_map, patch=p, block_size=b)
+        return (*patch_and_block_sums(score_map, patch=p, block_size=b), changed)
 
     with ThreadPoolExecutor(max_workers=config.threads) as pool:
         computed = dict(zip(first_row, pool.map(sums, first_row.values()), strict=True))
     for row in range(n):
         key = ("clip", row) if row in clip_rows else id(decoded.grids[row])
-        patch_scores[row], block_scores[row] = computed[key]
+        patch_scores[row], block_scores[row], _ = computed[key]
     if clip_rows:
-        assert debug is not None and cap is not None
-        debug["changed_pixels"] = int(
-            sum(np.count_nonzero(upsample(grids[r], hw) > cap) for r in sorted(clip_rows))
-        )
+        assert debug is not None
+        debug["changed_pixels"] = sum(changed for _, _, changed in computed.values())
     return ScoreMaps(
         grids=grids,
         processed_hw=hw,

@@ -8,6 +8,7 @@ from conftest import REPO_ROOT, requires_cvp
 
 from backend.pipeline import SelectionOptions, run
 from views import run_summary
+from views.frame_layers import prepare_frame_layers
 
 pytestmark = requires_cvp
 
@@ -23,7 +24,7 @@ def result():
 def test_kept_blocks_are_outlined_and_the_rest_untouched(result):
     kept = run_summary.kept_blocks_by_row(result)
     row = next(r for r, blocks in kept.items() if blocks and r not in run_summary.anchor_rows(result))
-    view = run_summary.prepare_frame(result, row)
+    view = prepare_frame_layers(result, row)
     f = result.geometry.patch * result.geometry.block_size
     br, bc = kept[row][0]
     assert tuple(view.image[br * f, bc * f + f // 2]) == run_summary.KEPT_RGB
@@ -32,24 +33,21 @@ def test_kept_blocks_are_outlined_and_the_rest_untouched(result):
     for r, c in kept[row]:
         mask[r * f : (r + 1) * f, c * f : (c + 1) * f] = True
     assert np.array_equal(view.image[~mask], result.decoded.pixels[row][~mask])
-    assert f"{len(kept[row])} kept blocks" in view.caption
+    assert view.info["kept_blocks"] == len(kept[row]) and not view.info["is_anchor"]
 
 
 def test_anchor_gets_a_frame_border(result):
     row = min(run_summary.anchor_rows(result))
-    view = run_summary.prepare_frame(result, row)
-    assert tuple(view.image[0, 0]) == run_summary.ANCHOR_RGB and "anchor" in view.caption
+    view = prepare_frame_layers(result, row)
+    assert tuple(view.image[0, 0]) == run_summary.ANCHOR_RGB and view.info["is_anchor"]
 
 
 def test_rows_out_of_range_are_refused(result):
     with pytest.raises(ValueError, match="Invalid row"):
-        run_summary.prepare_frame(result, result.candidates.frame_indices.size)
+        prepare_frame_layers(result, result.candidates.frame_indices.size)
 
 
-def test_group_rows_and_gallery_match_the_run(result):
-    rows = run_summary.prepare_group_rows(result)
-    assert len(rows) == len(result.groups.specs)
-    assert sum(r[3] for r in rows) == result.candidates.frame_indices.size
+def test_gallery_and_summary_match_the_run(result):
     gallery = run_summary.prepare_gallery(result)
     assert len(gallery) == result.canvases.images.shape[0]
     assert "anchor" in gallery[0][1] and "blocks" in gallery[1][1]
