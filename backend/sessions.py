@@ -459,3 +459,36 @@ def reselect(
     )
     result.timings_secs["load_cache"] = time.perf_counter() - t0 - result.timings_secs.get("total", 0.0)
     return new_id, result, "cache+scores" if scores is not None else "cache"
+
+
+def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None = None) -> RunResult:
+    """Rebuild a stored, finished run's records for viewing, without storing anything.
+
+    The decode comes from the run's cache (or ``memory``, as in :func:`reselect`); grouping,
+    selection and packing re-run on it with the stored options, which reproduces the run
+    exactly because those stages are deterministic. Without a cache the video is decoded again.
+
+    Returns
+    -------
+    RunResult of the run.
+
+    Raises
+    ------
+    StoreError if the run is unknown or not done; the pipeline's errors if the video changed.
+    """
+    row = store.get_run(run_id)
+    if row.status != "done":
+        raise StoreError(f"run {run_id} is {row.status}, not done", path=store.path, stage="open")
+    fields = {f.name for f in dataclasses.fields(SelectionOptions)}
+    options = SelectionOptions(**{k: v for k, v in row.config.items() if k in fields})
+    folder = store.cache_lookup(row.cache_key) if row.cache_key else None
+    if folder is None:
+        return run(row.video_path, options=options)
+    front = memory.get(row.cache_key) if memory is not None else None
+    if front is None:
+        front = load_front(folder, in_memory=memory is not None)
+        if memory is not None:
+            memory.clear()  # one decoded video at a time: pixels are large
+            memory[row.cache_key] = front
+    scores = load_scores(folder, options, front.geometry.processed_hw)
+    return run(row.video_path, options=options, front=front, scores=scores, info=front.info)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from backend.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
 
@@ -64,6 +64,11 @@ _MIGRATIONS = {
         "ALTER TABLE frames ADD COLUMN bad_reason VARCHAR",
         # Re-selections that reuse score maps point at the run that stored them.
         "ALTER TABLE runs ADD COLUMN scores_run_id VARCHAR",
+    ],
+    # Version 3 adds the luma-bias analyses and the codec comparisons (new tables only).
+    3: [
+        # -- luma-bias tables (issue 5) --
+        # -- codec comparison tables (issue 6) --
     ],
 }
 

@@ -218,3 +218,16 @@ def test_cli_select_store_list_reselect_delete(h264_clip, tmp_path):
     assert run_cli("sessions", "delete", run_id, "--session-db", db).returncode == 0
     missing = run_cli("sessions", "show", run_id, "--session-db", db)
     assert missing.returncode == 2 and "no run with id" in missing.stderr
+
+
+def test_open_run_rebuilds_the_stored_run_from_the_cache(h264_clip, tmp_path):
+    from backend.sessions import open_run
+
+    with SessionStore(tmp_path / "s.duckdb") as store:
+        run_id, result = select_and_store(h264_clip, store, options=SelectionOptions())
+        reopened = open_run(store, run_id)
+        assert np.array_equal(reopened.canvases.tokens, result.canvases.tokens)
+        assert all(np.array_equal(a, b) for a, b in zip(reopened.canvases.images, result.canvases.images))
+        assert [s.start for s in reopened.groups.specs] == [s.start for s in result.groups.specs]
+        stored = store.table("tokens", run_id)
+        assert len(stored) == len(result.canvases.tokens)
