@@ -67,6 +67,9 @@ _MIGRATIONS = {
     ],
     # Version 3 adds the luma-bias analyses and the codec comparisons (new tables only).
     3: [
+        # Where the viewer was left on each run, so reopening restores it.
+        """CREATE TABLE view_states (
+            run_id VARCHAR PRIMARY KEY, view_json JSON, updated_at TIMESTAMP)""",
         # -- luma-bias tables (issue 5) --
         # -- codec comparison tables (issue 6) --
     ],
@@ -391,6 +394,7 @@ class SessionStore:
         with self._transaction() as tx:
             for name in _RUN_TABLES:
                 tx.execute(f"DELETE FROM {name} WHERE run_id = ?", [run_id])
+            tx.execute("DELETE FROM view_states WHERE run_id = ?", [run_id])
             tx.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
 
     def _run_row(self, row: tuple[Any, ...]) -> RunRow:
@@ -505,6 +509,25 @@ class SessionStore:
             else 0
         )
         return {"database": db, "cache": cache}
+
+    # -- viewer state -----------------------------------------------------------------------
+
+    def save_view(self, run_id: str, view: dict[str, Any]) -> None:
+        """Remember the viewer state of a run (row, layers, …) for the next time it opens."""
+        with self._transaction() as cur:
+            cur.execute("DELETE FROM view_states WHERE run_id = ?", [run_id])
+            cur.execute(
+                "INSERT INTO view_states VALUES (?, ?, ?)", [run_id, json.dumps(view, default=str), _now()]
+            )
+
+    def load_view(self, run_id: str) -> dict[str, Any] | None:
+        """The viewer state saved for ``run_id``, or None."""
+        row = (
+            self._con.cursor()
+            .execute("SELECT view_json FROM view_states WHERE run_id = ?", [run_id])
+            .fetchone()
+        )
+        return None if row is None else json.loads(row[0])
 
 
 _RUN_TABLES = ("frames", "groups", "readiness_steps", "tokens", "score_grids")
