@@ -71,7 +71,56 @@ _MIGRATIONS = {
         """CREATE TABLE view_states (
             run_id VARCHAR PRIMARY KEY, view_json JSON, updated_at TIMESTAMP)""",
         # -- luma-bias tables (issue 5) --
+        """CREATE TABLE luma_analyses (
+            analysis_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, test_path VARCHAR NOT NULL,
+            test_sha256 VARCHAR, reference_path VARCHAR NOT NULL, reference_sha256 VARCHAR, official_path VARCHAR,
+            official_sha256 VARCHAR, geometry VARCHAR, geometry_json JSON, keyframes_json JSON, config_json JSON,
+            width INTEGER, height INTEGER, cell INTEGER, "offset" INTEGER, truncated BOOLEAN, frames INTEGER,
+            p95_all DOUBLE, p95_steady DOUBLE, jump_0_1 DOUBLE, mean_bias DOUBLE, mean_abs_bias DOUBLE,
+            y_psnr_db DOUBLE, summaries_json JSON, versions_json JSON, fit_id VARCHAR, created_at TIMESTAMP)""",
+        """CREATE TABLE luma_frames (
+            analysis_id VARCHAR NOT NULL, reference_label VARCHAR NOT NULL, frame_index INTEGER NOT NULL,
+            reference_index INTEGER, bias DOUBLE, psnr_db DOUBLE, y_mse DOUBLE, test_mean_rgb DOUBLE[3],
+            reference_mean_rgb DOUBLE[3], slot INTEGER, position INTEGER, latent INTEGER, chunk INTEGER,
+            in_chunk INTEGER, is_boundary BOOLEAN, is_steady BOOLEAN, test_cells BLOB, diff_cells BLOB)""",
+        """CREATE TABLE luma_slots (
+            analysis_id VARCHAR NOT NULL, reference_label VARCHAR NOT NULL, slot INTEGER, position INTEGER,
+            count BIGINT, mean DOUBLE, std DOUBLE)""",
+        """CREATE TABLE luma_gains (
+            analysis_id VARCHAR NOT NULL, reference_label VARCHAR NOT NULL, slot INTEGER, a DOUBLE, b DOUBLE,
+            cells BIGINT, rms_residual DOUBLE)""",
+        """CREATE TABLE luma_fits (
+            fit_id VARCHAR PRIMARY KEY, coeffs_format VARCHAR, coeffs_version INTEGER, coeffs_path VARCHAR,
+            coeffs_json JSON, coefficient_count INTEGER, geometry VARCHAR, geometry_json JSON, cell INTEGER,
+            train_json JSON, test_json JSON, evaluation_json JSON, versions_json JSON, created_at TIMESTAMP)""",
         # -- codec comparison tables (issue 6) --
+        """CREATE TABLE comparisons (
+            comparison_id VARCHAR PRIMARY KEY, status VARCHAR NOT NULL, error VARCHAR, source_path VARCHAR,
+            source_sha256 VARCHAR, reference_path VARCHAR, width INTEGER, height INTEGER, fps DOUBLE,
+            frame_count INTEGER, config_json JSON, options_json JSON, settings_json JSON, timings_json JSON,
+            created_at TIMESTAMP)""",
+        """CREATE TABLE comparison_variants (
+            comparison_id VARCHAR NOT NULL, variant_index INTEGER NOT NULL, label VARCHAR, codec VARCHAR,
+            encoder VARCHAR, video_path VARCHAR, encoder_options_json JSON, structure_note VARCHAR,
+            frame_count INTEGER, keyframe_indices_json JSON, size_bytes BIGINT, bitrate_kbps DOUBLE,
+            encode_secs DOUBLE, score VARCHAR, score_note VARCHAR)""",
+        """CREATE TABLE comparison_metrics (
+            comparison_id VARCHAR NOT NULL, variant_index INTEGER NOT NULL, run_id VARCHAR,
+            run_decoder VARCHAR, total_frames INTEGER, candidates INTEGER, groups INTEGER, canvases INTEGER,
+            tokens INTEGER, valid_tokens INTEGER, duration_secs DOUBLE, canvases_per_sec DOUBLE,
+            tokens_per_sec DOUBLE, time_covered_share DOUBLE, kept_block_share DOUBLE, luma_bias_mean DOUBLE,
+            luma_abs_bias_mean DOUBLE, psnr_y_db DOUBLE, psnr_y_min_db DOUBLE,
+            reader_luma_bias_mean DOUBLE, reader_psnr_y_db DOUBLE)""",
+        """CREATE TABLE comparison_pairs (
+            comparison_id VARCHAR NOT NULL, variant_a INTEGER, variant_b INTEGER, jaccard DOUBLE,
+            jaccard_frame_mean DOUBLE, spearman_mean DOUBLE, spearman_median DOUBLE,
+            frames_compared INTEGER, spearman_frames INTEGER)""",
+        """CREATE TABLE comparison_pair_frames (
+            comparison_id VARCHAR NOT NULL, variant_a INTEGER, variant_b INTEGER, frame_index INTEGER,
+            jaccard DOUBLE, spearman DOUBLE, kept_a INTEGER, kept_b INTEGER, kept_both INTEGER)""",
+        """CREATE TABLE comparison_luma (
+            comparison_id VARCHAR NOT NULL, variant_index INTEGER, decoder VARCHAR, frame_index INTEGER,
+            luma_bias DOUBLE, psnr_y_db DOUBLE, y_mse DOUBLE)""",
     ],
 }
 
@@ -529,5 +578,231 @@ class SessionStore:
         )
         return None if row is None else json.loads(row[0])
 
+    # -- codec comparison (issue 6) ---------------------------------------------------------
+
+    def insert_comparison(
+        self, comparison_id: str, *, row: dict[str, Any], tables: dict[str, pd.DataFrame]
+    ) -> None:
+        """Insert a finished comparison (status ``done``) and its tables in one transaction.
+
+        Parameters
+        ----------
+        row : the ``comparisons`` columns other than id, status, error and created_at.
+        tables : table name → DataFrame whose columns are that table's columns minus comparison_id.
+        """
+        cols = ["comparison_id", "status", *row, "created_at"]
+        with self._transaction() as tx:
+            tx.execute(
+                f"INSERT INTO comparisons ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [comparison_id, "done", *row.values(), _now()],
+            )
+            for name, frame in tables.items():
+                if name not in _COMPARISON_TABLES:
+                    choices = ", ".join(_COMPARISON_TABLES)
+                    raise ValueError(f"Invalid table ({name!r}). Supported values are {choices}.")
+                tx.register("incoming", frame)
+                names = ", ".join(f'"{c}"' for c in frame.columns)
+                tx.execute(
+                    f"INSERT INTO {name} (comparison_id, {names}) SELECT ?, {names} FROM incoming",
+                    [comparison_id],
+                )
+                tx.unregister("incoming")
+
+    def fail_comparison(
+        self, comparison_id: str, *, source_path: str, config: dict[str, Any], error: str
+    ) -> None:
+        """Record a comparison that failed (no metric rows)."""
+        with self._transaction() as tx:
+            tx.execute(
+                """INSERT INTO comparisons (comparison_id, status, error, source_path, config_json,
+                   created_at) VALUES (?, 'failed', ?, ?, ?, ?)""",
+                [comparison_id, error, source_path, json.dumps(config), _now()],
+            )
+
+    def get_comparison(self, comparison_id: str) -> dict[str, Any]:
+        """One ``comparisons`` row as a dict (JSON columns decoded, without the ``_json`` suffix)."""
+        df = (
+            self._con.cursor()
+            .execute("SELECT * FROM comparisons WHERE comparison_id = ?", [comparison_id])
+            .fetchdf()
+        )
+        if df.empty:
+            raise StoreError(f"no comparison with id {comparison_id!r}", path=self.path, stage="store")
+        return _decode_json_columns(df.iloc[0].to_dict())
+
+    def list_comparisons(self) -> list[dict[str, Any]]:
+        """Comparisons newest first, each with its variant labels (``labels``)."""
+        sql = """SELECT c.*, (SELECT list(v.label ORDER BY v.variant_index) FROM comparison_variants v
+                   WHERE v.comparison_id = c.comparison_id) AS labels
+                 FROM comparisons c ORDER BY c.created_at DESC"""
+        df = self._con.cursor().execute(sql).fetchdf()
+        return [_decode_json_columns(r) for r in df.to_dict(orient="records")]
+
+    def comparison_table(self, name: str, comparison_id: str) -> pd.DataFrame:
+        """One comparison table's rows for a comparison (without comparison_id), in a stable order."""
+        if name not in _COMPARISON_TABLES:
+            choices = ", ".join(_COMPARISON_TABLES)
+            raise ValueError(f"Invalid table ({name!r}). Supported values are {choices}.")
+        order = {
+            "comparison_variants": "variant_index",
+            "comparison_metrics": "variant_index",
+            "comparison_pairs": "variant_a, variant_b",
+            "comparison_pair_frames": "variant_a, variant_b, frame_index",
+            "comparison_luma": "variant_index, decoder, frame_index",
+        }[name]
+        sql = f"SELECT * EXCLUDE (comparison_id) FROM {name} WHERE comparison_id = ? ORDER BY {order}"
+        return self._con.cursor().execute(sql, [comparison_id]).fetchdf()
+
+    def delete_comparison(self, comparison_id: str) -> None:
+        """Remove a comparison and its rows (its runs stay; delete them with ``delete_run``)."""
+        self.get_comparison(comparison_id)
+        with self._transaction() as tx:
+            for name in _COMPARISON_TABLES:
+                tx.execute(f"DELETE FROM {name} WHERE comparison_id = ?", [comparison_id])
+            tx.execute("DELETE FROM comparisons WHERE comparison_id = ?", [comparison_id])
+
+    # -- luma-bias analyses and fits (issue 5) ---------------------------------------------
+
+    def insert_luma_analysis(self, row: dict[str, Any], tables: dict[str, pd.DataFrame]) -> str:
+        """Insert a luma-bias analysis and its rows in one transaction; return its id.
+
+        Parameters
+        ----------
+        row : ``luma_analyses`` columns other than analysis_id and created_at; values of
+            ``*_json`` columns are Python objects (dumped here).
+        tables : ``luma_frames`` / ``luma_slots`` / ``luma_gains`` → DataFrame whose columns are
+            that table's columns minus analysis_id.
+        """
+        analysis_id = uuid.uuid4().hex[:12]
+        values = {k: json.dumps(v) if k.endswith("_json") else v for k, v in row.items()}
+        cols = ["analysis_id", *values, "created_at"]
+        with self._transaction() as tx:
+            tx.execute(
+                f"INSERT INTO luma_analyses ({_quoted(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [analysis_id, *values.values(), _now()],
+            )
+            for name, frame in tables.items():
+                _check_luma_table(name)
+                tx.register("incoming_luma", frame)
+                names = _quoted(frame.columns)
+                tx.execute(
+                    f"INSERT INTO {name} (analysis_id, {names}) SELECT ?, {names} FROM incoming_luma",
+                    [analysis_id],
+                )
+                tx.unregister("incoming_luma")
+        return analysis_id
+
+    def luma_analysis(self, analysis_id: str) -> dict[str, Any]:
+        """One ``luma_analyses`` row as a dict; ``x_json`` columns come back decoded as ``x``."""
+        df = (
+            self._con.cursor()
+            .execute("SELECT * FROM luma_analyses WHERE analysis_id = ?", [analysis_id])
+            .fetchdf()
+        )
+        if df.empty:
+            raise StoreError(f"no luma-bias analysis with id {analysis_id!r}", path=self.path, stage="store")
+        return _luma_row(df.iloc[0].to_dict())
+
+    def list_luma_analyses(self) -> list[dict[str, Any]]:
+        """Every luma-bias analysis, newest first (rows as :meth:`luma_analysis` returns them)."""
+        df = self._con.cursor().execute("SELECT * FROM luma_analyses ORDER BY created_at DESC").fetchdf()
+        return [_luma_row(r) for r in df.to_dict(orient="records")]
+
+    def luma_table(self, name: str, analysis_id: str) -> pd.DataFrame:
+        """One analysis's rows of a luma table (without analysis_id), ordered by reference and key."""
+        _check_luma_table(name)
+        order = {
+            "luma_frames": "reference_label, frame_index",
+            "luma_slots": "reference_label, slot, position",
+            "luma_gains": "reference_label, slot",
+        }[name]
+        sql = f"SELECT * EXCLUDE (analysis_id) FROM {name} WHERE analysis_id = ? ORDER BY {order}"
+        return self._con.cursor().execute(sql, [analysis_id]).fetchdf()
+
+    def delete_luma_analysis(self, analysis_id: str) -> None:
+        """Remove an analysis and its rows (fits that used it keep their coefficients)."""
+        self.luma_analysis(analysis_id)
+        with self._transaction() as tx:
+            for name in _LUMA_TABLES:
+                tx.execute(f"DELETE FROM {name} WHERE analysis_id = ?", [analysis_id])
+            tx.execute("DELETE FROM luma_analyses WHERE analysis_id = ?", [analysis_id])
+
+    def insert_luma_fit(self, row: dict[str, Any]) -> str:
+        """Insert a fitted correction (``luma_fits`` columns but fit_id and created_at); return its id."""
+        fit_id = uuid.uuid4().hex[:12]
+        values = {k: json.dumps(v) if k.endswith("_json") else v for k, v in row.items()}
+        cols = ["fit_id", *values, "created_at"]
+        with self._transaction() as tx:
+            tx.execute(
+                f"INSERT INTO luma_fits ({_quoted(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [fit_id, *values.values(), _now()],
+            )
+        return fit_id
+
+    def luma_fit(self, fit_id: str) -> dict[str, Any]:
+        """One ``luma_fits`` row as a dict (``x_json`` decoded as ``x``)."""
+        df = self._con.cursor().execute("SELECT * FROM luma_fits WHERE fit_id = ?", [fit_id]).fetchdf()
+        if df.empty:
+            raise StoreError(f"no luma-bias fit with id {fit_id!r}", path=self.path, stage="store")
+        return _luma_row(df.iloc[0].to_dict())
+
+    def list_luma_fits(self) -> list[dict[str, Any]]:
+        """Every stored fit, newest first."""
+        df = self._con.cursor().execute("SELECT * FROM luma_fits ORDER BY created_at DESC").fetchdf()
+        return [_luma_row(r) for r in df.to_dict(orient="records")]
+
+
+_LUMA_TABLES = ("luma_frames", "luma_slots", "luma_gains")
+
+
+def _check_luma_table(name: str) -> None:
+    if name not in _LUMA_TABLES:
+        raise ValueError(f"Invalid table ({name!r}). Supported values are {', '.join(_LUMA_TABLES)}.")
+
+
+def _quoted(columns: Any) -> str:
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def _luma_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A fetched luma row: ``x_json`` text → ``x``; NaN/NaT → None; timestamps as datetime."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, float) and np.isnan(value):
+            value = None
+        elif value is pd.NaT or value is None:
+            value = None
+        elif isinstance(value, pd.Timestamp):
+            value = value.to_pydatetime()
+        if key.endswith("_json"):
+            out[key[: -len("_json")]] = json.loads(value) if isinstance(value, str) else value
+        else:
+            out[key] = value
+    return out
+
 
 _RUN_TABLES = ("frames", "groups", "readiness_steps", "tokens", "score_grids")
+_COMPARISON_TABLES = (
+    "comparison_variants",
+    "comparison_metrics",
+    "comparison_pairs",
+    "comparison_pair_frames",
+    "comparison_luma",
+)
+
+
+def _decode_json_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """``x_json`` text columns → ``x`` Python values; NaN/NaT → None."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        elif isinstance(value, float) and np.isnan(value):
+            value = None
+        elif value is pd.NaT:
+            value = None
+        if key.endswith("_json"):
+            out[key[: -len("_json")]] = json.loads(value) if isinstance(value, str) else value
+        else:
+            out[key] = value
+    return out

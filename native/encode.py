@@ -1,0 +1,194 @@
+"""Multi-encoder transcoding through PyAV: one source decode feeds every codec variant at once."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from native import gateway
+
+# SVT-AV1 prints a banner and its settings to stderr on every encoder open; 1 = errors only.
+os.environ.setdefault("SVT_LOG", "1")
+
+
+@dataclass(frozen=True)
+class EncodeTarget:
+    """One output: a file, the PyAV encoder writing it and that encoder's options."""
+
+    path: Path
+    encoder: str
+    """libx264, libx265, libvpx-vp9, libsvtav1 (any PyAV encoder name)."""
+    options: dict[str, str] = field(default_factory=dict)
+    """Encoder options exactly as passed to PyAV (``crf``, ``x264-params``, ``b``, …)."""
+
+
+@dataclass(frozen=True)
+class EncodeOutcome:
+    """What one encoder wrote."""
+
+    path: str
+    encoder: str
+    frames: int
+    encode_secs: float
+    """Time spent inside this encoder's calls (its own threads included), not the shared decode."""
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class TranscodeFacts:
+    """The source as the encoders saw it."""
+
+    source_width: int
+    source_height: int
+    width: int
+    height: int
+    fps: Fraction
+    source_pix_fmt: str
+    frames: int
+    decode_secs: float
+    """Source decode and scaling/conversion to yuv420p (shared by every output)."""
+
+
+def _fps_of(stream: av.video.stream.VideoStream) -> Fraction:
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    return Fraction(rate) if rate else Fraction(25)
+
+
+def transcode(
+    source: str | Path,
+    targets: Sequence[EncodeTarget],
+    *,
+    width: int,
+    height: int,
+    max_frames: int = 0,
+) -> tuple[TranscodeFacts, list[EncodeOutcome]]:
+    """Decode ``source`` once and encode its frames with every target's encoder.
+
+    Frames go to the encoders as yuv420p at ``width`` × ``height`` (area scaling when the size
+    differs); no RGB round trip, so every encoder and a lossless reference get identical
+    pictures. Timestamps are 0, 1, 2, … in a time base of 1/fps; containers get
+    ``+faststart`` (MP4/MOV).
+
+    Parameters
+    ----------
+    source : video file.
+    targets : outputs, each with its own encoder and options.
+    width, height : output size, both even.
+    max_frames : encode only the first ``max_frames`` frames (0 = all).
+
+    Returns
+    -------
+    (facts about the source and the shared decode, one outcome per target in order).
+
+    Raises
+    ------
+    RuntimeError : the decoder or an encoder failed (the FFmpeg message is kept).
+    """
+    if width % 2 or height % 2:
+        raise ValueError(f"Invalid size ({width}x{height}). Supported values are even widths and heights.")
+    t_decode = 0.0
+    secs = [0.0] * len(targets)
+    counts = [0] * len(targets)
+    outputs: list[tuple[av.container.OutputContainer, av.video.stream.VideoStream]] = []
+    try:
+        with av.open(str(source)) as src:
+            stream = src.streams.video[0]
+            stream.thread_type = "AUTO"
+            fps = _fps_of(stream)
+            src_w, src_h = int(stream.codec_context.width), int(stream.codec_context.height)
+            src_fmt = str(stream.codec_context.pix_fmt or "")
+            for target in targets:
+                opts = {"movflags": "+faststart"} if target.path.suffix.lower() in (".mp4", ".mov") else {}
+                target.path.parent.mkdir(parents=True, exist_ok=True)
+                container = av.open(str(target.path), "w", options=opts)
+                out = container.add_stream(target.encoder, rate=fps, options=dict(target.options))
+                out.width, out.height, out.pix_fmt = width, height, "yuv420p"
+                outputs.append((container, out))
+            time_base = 1 / fps
+            n = 0
+            t0 = time.perf_counter()
+            for frame in src.decode(stream):
+                if max_frames and n >= max_frames:
+                    break
+                picture = frame.reformat(width=width, height=height, format="yuv420p", interpolation="AREA")
+                picture.pts, picture.time_base = n, time_base
+                t_decode += time.perf_counter() - t0
+                for i, (container, out) in enumerate(outputs):
+                    t1 = time.perf_counter()
+                    for packet in out.encode(picture):
+                        container.mux(packet)
+                    secs[i] += time.perf_counter() - t1
+                    counts[i] += 1
+                n += 1
+                t0 = time.perf_counter()
+            for i, (container, out) in enumerate(outputs):
+                t1 = time.perf_counter()
+                for packet in out.encode(None):
+                    container.mux(packet)
+                container.close()
+                secs[i] += time.perf_counter() - t1
+    except av.FFmpegError as exc:
+        raise RuntimeError(f"transcoding failed ({exc.strerror or exc})") from exc
+    finally:
+        for container, _ in outputs:
+            try:
+                container.close()
+            except av.FFmpegError:
+                pass  # already reporting the first failure
+    facts = TranscodeFacts(
+        source_width=src_w,
+        source_height=src_h,
+        width=width,
+        height=height,
+        fps=fps,
+        source_pix_fmt=src_fmt,
+        frames=n,
+        decode_secs=t_decode,
+    )
+    outcomes = [
+        EncodeOutcome(
+            path=str(t.path),
+            encoder=t.encoder,
+            frames=counts[i],
+            encode_secs=secs[i],
+            size_bytes=t.path.stat().st_size,
+        )
+        for i, t in enumerate(targets)
+    ]
+    return facts, outcomes
+
+
+def source_size(path: str | Path) -> tuple[int, int, Fraction]:
+    """(width, height, fps) of the first video stream, from the header."""
+    try:
+        with av.open(str(path)) as src:
+            stream = src.streams.video[0]
+            return int(stream.codec_context.width), int(stream.codec_context.height), _fps_of(stream)
+    except (av.FFmpegError, IndexError) as exc:
+        raise RuntimeError(f"cannot read the video stream ({exc})") from exc
+
+
+def frames_rgb(
+    path: str | Path, *, reader: str = "full_decode", conversion: str = "bt601"
+) -> Iterator[np.ndarray]:
+    """Every frame as (H, W, 3) uint8 RGB, with decoder failures raised as RuntimeError.
+
+    ``reader``: ``full_decode`` (FFmpeg through PyAV, deblocked; ``conversion`` bt601 or swscale)
+    or ``fast_reader`` (cvp's reader, loop filter skipped, swscale conversion).
+    """
+    if reader not in ("full_decode", "fast_reader"):
+        raise ValueError(f"Invalid reader ({reader!r}). Supported values are 'full_decode', 'fast_reader'.")
+    try:
+        if reader == "fast_reader":
+            yield from gateway.iter_reader_rgb(path)
+        else:
+            yield from gateway.iter_rgb(path, conversion=conversion)
+    except av.FFmpegError as exc:
+        raise RuntimeError(f"decoding failed ({exc.strerror or exc})") from exc
