@@ -39,15 +39,23 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    from app.main import LAUNCH_KWARGS, SAMPLE_VIDEO, build_app
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from app.main import make_workspace
 
-    demo = build_app(SAMPLE_VIDEO)
+    root = tmp_path_factory.mktemp("app")
+    ws = make_workspace(session_db=root / "sessions.duckdb", output_dir=root / "work")
+    yield ws
+    ws.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str]:
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    from app.main import SAMPLE_VIDEO, build_app, ensure_run, serve
+
+    demo = build_app(workspace, run_id=ensure_run(workspace, SAMPLE_VIDEO))
     port = _free_port()
-    demo.launch(
-        server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **LAUNCH_KWARGS
-    )
+    serve(demo, workspace, host="127.0.0.1", port=port, block=False)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -68,7 +76,11 @@ def page(app_url: str) -> Iterator[object]:
             ),
         )
         pg.goto(app_url)
-        pg.wait_for_selector("#frame img", timeout=30_000)
+        pg.wait_for_function(
+            "() => { const i = document.querySelector('#frame_img');"
+            " return i && i.complete && i.naturalWidth; }",
+            timeout=30_000,
+        )
         yield pg
         assert not external, f"the page reached outside the machine: {external[:3]}"
         browser.close()
@@ -184,3 +196,103 @@ def test_timeline_cursor_follows_the_viewer_and_blocks_can_be_picked(page) -> No
     )
     text = page.locator("#block_info").inner_text()
     assert "score" in text and "rank" in text and ("canvas" in text or "not kept" in text)
+
+
+def _run_id(page) -> str:
+    return page.locator("#run_id textarea, #run_id input").first.input_value()
+
+
+def _open_tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def _wait_text(page, text: str, timeout: int = 30_000) -> None:
+    page.get_by_text(text, exact=False).first.wait_for(state="visible", timeout=timeout)
+
+
+def test_run_with_changed_parameters_then_reopen_restores_the_view(page) -> None:
+    _open_tab(page, "Inspect")
+    first_run = _run_id(page)
+    page.locator("#frame_slider input[type=range]").fill("7")
+    _wait_candidate(page, 7)
+    page.locator("#layers label", has_text="heatmap").click()
+    _open_tab(page, "Run")
+    # Record every progress bar Gradio draws while the run is going.
+    page.evaluate(
+        """() => { window.__lensProgress = [];
+          new MutationObserver(() => document.querySelectorAll('.progress-level, .progress-bar, .eta-bar')
+            .forEach((el) => window.__lensProgress.push(el.textContent.trim())))
+          .observe(document.body, {childList: true, subtree: true, characterData: true}); }"""
+    )
+    page.locator("#opt_num_sampled_frames input").fill("64")
+    page.locator("#opt_images_per_group input").fill("3")
+    page.locator("#run_btn").click()
+    page.wait_for_function(
+        "() => document.querySelector('#run_status').innerText.includes(' done in ')", timeout=120_000
+    )
+    status = page.locator("#run_status").inner_text()
+    assert "decoded" in status and "canvases" in status
+    assert page.evaluate("() => window.__lensProgress.length") > 0, "no progress bar was drawn"
+    second_run = _run_id(page)
+    assert second_run != first_run and second_run in status
+    _open_tab(page, "Inspect")
+    page.wait_for_function(
+        "() => document.querySelector('#summary').innerText.includes('64 candidates')", timeout=30_000
+    )
+    _wait_candidate(page, 0)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app_after_run.png"), full_page=True)
+    # Reopen the first run from the sessions list: same frame and layers as it was left.
+    _open_tab(page, "Run")
+    page.locator("#open_pick input").click()
+    page.locator("#open_pick input").fill(first_run)
+    page.locator("[role=option]", has_text=first_run).first.click()
+    page.locator("#open_btn").click()
+    page.wait_for_function(
+        f"() => document.querySelector('#run_id textarea, #run_id input').value === '{first_run}'"
+    )
+    _open_tab(page, "Inspect")
+    _wait_candidate(page, 7)
+    assert page.locator("#layers label", has_text="heatmap").locator("input").is_checked()
+    assert f"run={first_run}" in page.locator("#frame_img").get_attribute("src")
+    assert page.locator("#opt_num_sampled_frames input").input_value() == "1024"  # its own options
+    page.locator("#layers label", has_text="heatmap").click()  # back off for the other tests
+
+
+def test_non_video_upload_shows_an_error_and_the_session_stays_usable(page, tmp_path) -> None:
+    _open_tab(page, "Inspect")
+    before = _run_id(page)
+    page.locator("#frame_slider input[type=range]").fill("3")
+    _wait_candidate(page, 3)
+    bogus = tmp_path / "notes.mp4"
+    bogus.write_text("these are meeting notes, not a video\n" * 20)
+    _open_tab(page, "Run")
+    page.locator("#upload input[type=file]").set_input_files(str(bogus))
+    _wait_text(page, "notes.mp4:")
+    page.screenshot(path=str(ARTIFACTS / "app_bad_upload.png"), full_page=True)
+    assert _run_id(page) == before
+    _open_tab(page, "Inspect")
+    page.locator("#summary").click()
+    page.keyboard.press("ArrowRight")
+    _wait_candidate(page, 4)
+
+
+def test_typed_paths_outside_the_allowed_folders_are_refused(page, workspace) -> None:
+    _open_tab(page, "Run")
+    before = _run_id(page)
+    page.locator("#video_path textarea, #video_path input").first.fill("../../../../../../etc/passwd")
+    page.locator("#run_btn").click()
+    _wait_text(page, "outside the allowed folders")
+    assert _run_id(page) == before
+    assert not (workspace.output_root.parent / "etc").exists()
+    _open_tab(page, "Inspect")
+
+
+def test_frame_route_serves_only_stored_runs(app_url: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    for query in ("run=../../etc/passwd&row=0", "run=nope&row=0", "run=x&row=-1"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{app_url}lens/frame?{query}", timeout=10)
+        assert err.value.code in (404, 422)
