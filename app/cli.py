@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     luma_cli.add_parser(sub)
 
+    from app import compare_cli
+
+    compare_cli.add_parser(sub)
+
     app = sub.add_parser("app", help="launch the web app")
     app.add_argument("video", nargs="?", help="video to open (default: the bundled sample)")
     app.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
@@ -258,12 +262,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from app import luma_cli
 
+    from app import compare_cli
+
     commands = {
         "select": cmd_select,
         "reselect": cmd_reselect,
         "sessions": cmd_sessions,
         "app": cmd_app,
         "luma-bias": luma_cli.run,
+        "compare": compare_cli.run,
     }
     return commands[args.command](args)
 
