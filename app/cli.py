@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     luma_cli.add_parser(sub)
 
+    from app import import_cli
+
+    import_cli.add_parser(sub)
+
     from app import compare_cli
 
     compare_cli.add_parser(sub)
@@ -260,7 +264,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from app import luma_cli
+    from app import import_cli, luma_cli
 
     from app import compare_cli
 
@@ -270,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sessions": cmd_sessions,
         "app": cmd_app,
         "luma-bias": luma_cli.run,
+        "import": import_cli.run,
         "compare": compare_cli.run,
     }
     return commands[args.command](args)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
+import plotly.graph_objects as go
 
 from backend.output import canvas_name
 from backend.pipeline import RunResult
@@ -40,6 +44,8 @@ class RoundTrip:
     fmt: str
     """``memory`` (in-memory canvases), ``png`` (files compared) or ``jpg`` (file check skipped)."""
     note: str
+    unchecked_patches: int = 0
+    """Valid tokens whose source frame is not among the decoded candidates (imported runs only)."""
 
 
 def _as_patches(images: np.ndarray, patch: int, grid_hw: tuple[int, int]) -> np.ndarray:
@@ -118,6 +124,48 @@ def prepare_canvas_hover(result: RunResult, canvas_index: int) -> list[list[str]
     ]
 
 
+def _tokens_by_frame(result: RunResult) -> dict[int, np.ndarray]:
+    """frame_index → its valid token rows (V_f, 8), grouped once for many reconstructions."""
+    tokens = _valid_tokens(result)
+    order = np.argsort(tokens[:, _FRAME], kind="stable")
+    tokens = tokens[order]
+    frames, starts = np.unique(tokens[:, _FRAME], return_index=True)
+    bounds = [*starts.tolist(), tokens.shape[0]]
+    return {int(f): tokens[bounds[i] : bounds[i + 1]] for i, f in enumerate(frames.tolist())}
+
+
+def _reconstruct(
+    result: RunResult, frame_index: int, row: int, mine: np.ndarray, dim: float
+) -> Reconstruction:
+    geometry = result.geometry
+    hb, wb = geometry.grid_hw
+    source = result.decoded.pixels[row]
+    # Round, not truncate, so a dimmed pixel is the nearest level to source·dim.
+    image = np.rint(source.astype(np.float32) * dim).astype(np.uint8)
+    canvas_patches = _as_patches(result.canvases.images, geometry.patch, (hb, wb))
+    # Scatter into a contiguous whole-patch buffer: reshaping a cropped view could copy silently.
+    tiled = np.ascontiguousarray(image[: hb * geometry.patch, : wb * geometry.patch])
+    image_patches = _as_patches(tiled[None], geometry.patch, (hb, wb))[0]
+    # A repeated frame may be carried twice; either copy holds the same pixels, so last write wins.
+    image_patches[mine[:, _PATCH_ROW], mine[:, _PATCH_COL]] = canvas_patches[
+        mine[:, _CANVAS], mine[:, _PACKED_ROW], mine[:, _PACKED_COL]
+    ]
+    image[: hb * geometry.patch, : wb * geometry.patch] = tiled
+    patch_mask = np.zeros((hb, wb), dtype=bool)
+    patch_mask[mine[:, _PATCH_ROW], mine[:, _PATCH_COL]] = True
+    return Reconstruction(
+        frame_index=int(frame_index),
+        image=image,
+        patch_mask=patch_mask,
+        coverage=float(patch_mask.sum()) / (hb * wb),
+    )
+
+
+def _check_dim(dim: float) -> None:
+    if not 0.0 <= dim <= 1.0:
+        raise ValueError(f"Invalid dim ({dim!r}). Supported values are 0.0 to 1.0.")
+
+
 def prepare_reconstruction(result: RunResult, frame_index: int, *, dim: float = 0.25) -> Reconstruction:
     """Rebuild a source frame from the canvases: kept patches in place, the rest dimmed.
 
@@ -138,8 +186,7 @@ def prepare_reconstruction(result: RunResult, frame_index: int, *, dim: float = 
     ------
     ValueError : dim outside 0..1, or frame_index not among the candidates.
     """
-    if not 0.0 <= dim <= 1.0:
-        raise ValueError(f"Invalid dim ({dim!r}). Supported values are 0.0 to 1.0.")
+    _check_dim(dim)
     first_row = _first_row_by_frame(result)
     if frame_index not in first_row:
         ids = result.candidates.frame_indices
@@ -147,30 +194,26 @@ def prepare_reconstruction(result: RunResult, frame_index: int, *, dim: float = 
             f"Invalid frame_index ({frame_index!r}). Supported values are the {len(first_row)} candidate "
             f"frames between {int(ids.min())} and {int(ids.max())}."
         )
-    geometry = result.geometry
-    hb, wb = geometry.grid_hw
-    source = result.decoded.pixels[first_row[frame_index]]
-    # Round, not truncate, so a dimmed pixel is the nearest level to source·dim.
-    image = np.rint(source.astype(np.float32) * dim).astype(np.uint8)
     tokens = _valid_tokens(result)
     mine = tokens[tokens[:, _FRAME] == frame_index]
-    canvas_patches = _as_patches(result.canvases.images, geometry.patch, (hb, wb))
-    # Scatter into a contiguous whole-patch buffer: reshaping a cropped view could copy silently.
-    tiled = np.ascontiguousarray(image[: hb * geometry.patch, : wb * geometry.patch])
-    image_patches = _as_patches(tiled[None], geometry.patch, (hb, wb))[0]
-    # A repeated frame may be carried twice; either copy holds the same pixels, so last write wins.
-    image_patches[mine[:, _PATCH_ROW], mine[:, _PATCH_COL]] = canvas_patches[
-        mine[:, _CANVAS], mine[:, _PACKED_ROW], mine[:, _PACKED_COL]
-    ]
-    image[: hb * geometry.patch, : wb * geometry.patch] = tiled
-    patch_mask = np.zeros((hb, wb), dtype=bool)
-    patch_mask[mine[:, _PATCH_ROW], mine[:, _PATCH_COL]] = True
-    return Reconstruction(
-        frame_index=int(frame_index),
-        image=image,
-        patch_mask=patch_mask,
-        coverage=float(patch_mask.sum()) / (hb * wb),
-    )
+    return _reconstruct(result, frame_index, first_row[frame_index], mine, dim)
+
+
+def iter_reconstructions(result: RunResult, *, dim: float = 0.25) -> Iterator[Reconstruction]:
+    """Reconstruction of every candidate frame, in candidate order, one at a time.
+
+    Tokens are grouped by frame once, so a whole run costs one pass over them; memory stays at
+    one (H, W, 3) image (repeated candidates are rebuilt, not kept).
+
+    Yields
+    ------
+    Reconstruction per candidate row (n in all, n = number of candidates).
+    """
+    _check_dim(dim)
+    by_frame = _tokens_by_frame(result)
+    empty = np.zeros((0, 8), dtype=np.int32)
+    for row, frame_index in enumerate(result.candidates.frame_indices.tolist()):
+        yield _reconstruct(result, frame_index, row, by_frame.get(frame_index, empty), dim)
 
 
 def prepare_coverage(result: RunResult) -> np.ndarray:
@@ -193,20 +236,29 @@ def prepare_coverage(result: RunResult) -> np.ndarray:
     return counts / float(hb * wb)
 
 
-def _count_mismatches(result: RunResult, canvas_images: np.ndarray, tokens: np.ndarray) -> int:
-    """Number of tokens whose canvas patch differs from the source frame's patch.
+def _count_mismatches(result: RunResult, canvas_images: np.ndarray, tokens: np.ndarray) -> tuple[int, int]:
+    """Tokens whose canvas patch differs from the source frame's patch, and tokens not checked.
 
     Parameters
     ----------
     canvas_images : (C, H, W, 3) uint8 RGB canvases to check.
     tokens : (V, 8) int32 valid token rows.
+
+    Returns
+    -------
+    (mismatched, unchecked): unchecked tokens name a frame that was never decoded (an
+    imported run whose frame ids differ from ours), so there are no source pixels to compare.
     """
     geometry = result.geometry
     grid_hw = geometry.grid_hw
     first_row = _first_row_by_frame(result)
     # Map frame_index → candidate row with a lookup table so the chunks stay vectorised.
-    lookup = np.full(max(first_row) + 1, -1, dtype=np.int64)
+    size = max(max(first_row), int(tokens[:, _FRAME].max()) if tokens.size else 0) + 1
+    lookup = np.full(size, -1, dtype=np.int64)
     lookup[list(first_row)] = list(first_row.values())
+    decoded = lookup[tokens[:, _FRAME]] >= 0
+    unchecked = int(tokens.shape[0] - decoded.sum())
+    tokens = tokens[decoded]
     canvas_patches = _as_patches(canvas_images, geometry.patch, grid_hw)
     source_patches = _as_patches(result.decoded.pixels, geometry.patch, grid_hw)
     mismatched = 0
@@ -217,7 +269,7 @@ def _count_mismatches(result: RunResult, canvas_images: np.ndarray, tokens: np.n
         source = source_patches[rows, chunk[:, _PATCH_ROW], chunk[:, _PATCH_COL]]
         differs = (packed != source).reshape(chunk.shape[0], -1).any(axis=1)
         mismatched += int(differs.sum())
-    return mismatched
+    return mismatched, unchecked
 
 
 def _read_png_canvases(canvas_dir: Path, count: int) -> np.ndarray | None:
@@ -243,49 +295,189 @@ def round_trip_check(result: RunResult, *, canvas_dir: Path | None = None) -> Ro
     Returns
     -------
     RoundTrip with pass/fail, patch counts, the format checked and a note for people.
+    Tokens whose source frame was never decoded are counted as unchecked, not as passes.
     """
     tokens = _valid_tokens(result)
     count = result.canvases.images.shape[0]
-    checked = int(tokens.shape[0])
+    total = int(tokens.shape[0])
+
+    def outcome(images: np.ndarray, fmt: str, what: str) -> RoundTrip:
+        mismatched, unchecked = _count_mismatches(result, images, tokens)
+        checked = total - unchecked
+        note = (
+            f"{what}: {checked - mismatched} of {checked} patches equal the source frame's pixels at the "
+            "recorded position"
+        )
+        if unchecked:
+            note += f"; {unchecked} patches name frames that were not decoded"
+        return RoundTrip(mismatched == 0 and unchecked == 0, checked, mismatched, fmt, note, unchecked)
+
     if canvas_dir is None:
-        mismatched = _count_mismatches(result, result.canvases.images, tokens)
-        note = f"in-memory canvases: {checked - mismatched} of {checked} patches match their source"
-        return RoundTrip(mismatched == 0, checked, mismatched, "memory", note)
+        return outcome(result.canvases.images, "memory", "in-memory canvases")
     canvas_dir = Path(canvas_dir)
     if count and (canvas_dir / canvas_name(0, "png")).is_file():
         images = _read_png_canvases(canvas_dir, count)
         if images is None or images.shape != result.canvases.images.shape:
             return RoundTrip(
-                False, checked, checked, "png", f"{canvas_dir}: canvas files missing or of the wrong size"
+                False, total, total, "png", f"{canvas_dir}: canvas files missing or of the wrong size"
             )
-        mismatched = _count_mismatches(result, images, tokens)
-        note = f"png files: {checked - mismatched} of {checked} patches match their source exactly"
-        return RoundTrip(mismatched == 0, checked, mismatched, "png", note)
+        return outcome(images, "png", "png files (exact)")
     if count and (canvas_dir / canvas_name(0, "jpg")).is_file():
-        mismatched = _count_mismatches(result, result.canvases.images, tokens)
-        note = (
-            "jpg files are lossy (quality 95), so the file check is skipped; "
-            f"in-memory canvases: {checked - mismatched} of {checked} patches match"
-        )
-        return RoundTrip(mismatched == 0, checked, mismatched, "jpg", note)
-    return RoundTrip(False, checked, checked, "none", f"{canvas_dir}: no canvas files found")
+        check = outcome(result.canvases.images, "jpg", "in-memory canvases")
+        note = f"jpg files are lossy (quality 95), so the file check is skipped; {check.note}"
+        return dataclasses.replace(check, note=note)
+    return RoundTrip(False, total, total, "none", f"{canvas_dir}: no canvas files found")
+
+
+def round_trip_markdown(check: RoundTrip) -> str:
+    """One line for people: PASS or FAIL, what was compared and the counts."""
+    verdict = "PASS" if check.passed else "FAIL"
+    return f"**Round trip: {verdict}** — {check.note} ({check.mismatched_patches} differ)"
 
 
 def prepare_sparse_video(result: RunResult) -> list[np.ndarray]:
     """Reconstruction of every candidate frame, in candidate order, for a sparse-video player.
 
-    Memory: one (H, W, 3) uint8 image per distinct candidate frame (repeats share the same
-    array), e.g. 48 frames at 392×392 ≈ 22 MB; callers with long runs should stream
-    ``prepare_reconstruction`` instead.
+    Memory: one (H, W, 3) uint8 image per candidate, e.g. 48 frames at 392×392 ≈ 22 MB;
+    long runs should stream :func:`iter_reconstructions` instead.
 
     Returns
     -------
     n lists entries, each (H, W, 3) uint8 RGB, n = number of candidates.
     """
-    cache: dict[int, np.ndarray] = {}
-    frames = []
-    for frame_index in result.candidates.frame_indices.tolist():
-        if frame_index not in cache:
-            cache[frame_index] = prepare_reconstruction(result, frame_index).image
-        frames.append(cache[frame_index])
-    return frames
+    return [recon.image for recon in iter_reconstructions(result)]
+
+
+def _jpeg_data_uri(rgb: np.ndarray, quality: int) -> str:
+    ok, buf = cv2.imencode(".jpg", np.ascontiguousarray(rgb[:, :, ::-1]), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:  # pragma: no cover - OpenCV always encodes uint8 BGR
+        raise ValueError("Invalid image (JPEG encoding failed). Supported values are (H, W, 3) uint8 arrays.")
+    return "data:image/jpeg;base64," + base64.b64encode(buf.tobytes()).decode("ascii")
+
+
+HOVER_TRACE = "sources"
+
+
+def prepare_canvas_figure(result: RunResult, canvas_index: int, *, jpeg_quality: int = 90) -> go.Figure:
+    """One canvas as a plotly figure whose patches name their source on hover.
+
+    The picture travels as a JPEG data URI (a few tens of kB instead of per-pixel JSON); over
+    it lies a fully transparent heatmap named ``sources`` with one cell per patch, whose
+    ``text`` is ``packed (r, c)<br>frame F · row r · col c`` (or ``padding``) and whose
+    ``customdata`` is the source frame_index (−1 for padding).
+
+    Parameters
+    ----------
+    result : a finished run.
+    canvas_index : 0..C−1.
+
+    Returns
+    -------
+    go.Figure in pixel coordinates: x 0..W−1 left to right, y 0..H−1 top to bottom.
+    """
+    _check_canvas_index(result, canvas_index)
+    if not 1 <= jpeg_quality <= 100:
+        raise ValueError(f"Invalid jpeg_quality ({jpeg_quality!r}). Supported values are 1 to 100.")
+    image = result.canvases.images[canvas_index]
+    h, w = image.shape[:2]
+    p = result.geometry.patch
+    hb, wb = result.geometry.grid_hw
+    hover = prepare_canvas_hover(result, canvas_index)
+    sources = patch_sources(result, canvas_index)
+    text = [[f"packed ({r}, {c})<br>{hover[r][c]}" for c in range(wb)] for r in range(hb)]
+    clear = "rgba(0,0,0,0)"
+    fig = go.Figure()
+    fig.add_trace(
+        go.Image(source=_jpeg_data_uri(image, jpeg_quality), x0=0, dx=1, y0=0, dy=1, hoverinfo="skip")
+    )
+    # Cell centres sit mid-patch in pixel coordinates (pixel i spans i−0.5..i+0.5).
+    fig.add_trace(
+        go.Heatmap(
+            z=np.zeros((hb, wb)),
+            x=np.arange(wb) * p + (p - 1) / 2,
+            y=np.arange(hb) * p + (p - 1) / 2,
+            text=text,
+            customdata=sources[:, :, 0],
+            hovertemplate="%{text}<extra></extra>",
+            colorscale=[[0.0, clear], [1.0, clear]],
+            showscale=False,
+            name=HOVER_TRACE,
+        )
+    )
+    group = int(result.canvases.canvas_group_index[canvas_index])
+    fig.update_xaxes(range=[-0.5, w - 0.5], visible=False, constrain="domain")
+    fig.update_yaxes(range=[h - 0.5, -0.5], visible=False, scaleanchor="x", constrain="domain")
+    fig.update_layout(
+        title={"text": f"canvas {canvas_index} · group {group} — hover a patch for its source", "x": 0.0},
+        margin={"l": 4, "r": 4, "t": 32, "b": 4},
+        height=min(720, max(320, h + 40)),
+        hovermode="closest",
+        dragmode=False,
+        plot_bgcolor="white",
+    )
+    return fig
+
+
+def dominant_source_frame(result: RunResult, canvas_index: int) -> int | None:
+    """The frame supplying most patches of a canvas (anchor canvases: the anchor); None if all padding."""
+    frames = patch_sources(result, canvas_index)[:, :, 0].ravel()
+    frames = frames[frames >= 0]
+    if not frames.size:
+        return None
+    values, counts = np.unique(frames, return_counts=True)
+    return int(values[np.argmax(counts)])
+
+
+def frame_choices(result: RunResult) -> list[tuple[str, int]]:
+    """(label, frame_index) for every distinct candidate, ascending, labelled with its coverage."""
+    coverage = prepare_coverage(result)
+    return [
+        (f"frame {f} · {coverage[f]:.0%} of patches kept", int(f))
+        for f in np.unique(result.candidates.frame_indices).tolist()
+    ]
+
+
+def default_frame(result: RunResult) -> int:
+    """A candidate worth showing first: the first partly kept one (kept and dimmed areas both show)."""
+    coverage = prepare_coverage(result)
+    ids = np.unique(result.candidates.frame_indices)
+    partial = ids[(coverage[ids] > 0.0) & (coverage[ids] < 1.0)]
+    return int(partial[0]) if partial.size else int(ids[np.argmax(coverage[ids])])
+
+
+def prepare_coverage_figure(result: RunResult, *, frame_index: int | None = None) -> go.Figure:
+    """Bar per candidate frame: the share of its patches that some canvas carries.
+
+    Parameters
+    ----------
+    frame_index : the frame the reconstruction shows, marked by a vertical line named ``selected``.
+
+    Returns
+    -------
+    go.Figure, x = frame_index, y = coverage in percent (whole frames at 100, dropped ones at 0).
+    """
+    coverage = prepare_coverage(result)
+    ids = np.unique(result.candidates.frame_indices)
+    values = coverage[ids] * 100.0
+    colours = np.where(values >= 100.0, "#1f77b4", np.where(values > 0.0, "#ff7f0e", "#bbbbbb"))
+    fig = go.Figure(
+        go.Bar(
+            x=ids,
+            y=values,
+            marker_color=colours.tolist(),
+            hovertemplate="frame %{x}: %{y:.1f}% of patches in a canvas<extra></extra>",
+            name="coverage",
+        )
+    )
+    if frame_index is not None:
+        fig.add_vline(x=frame_index, line_color="#d62728", line_dash="dot", name="selected")
+    fig.update_layout(
+        title={"text": "Coverage per frame (blue: whole frame · orange: kept blocks · grey: none)", "x": 0.0},
+        xaxis_title="frame_index",
+        yaxis_title="patches kept (%)",
+        yaxis_range=[0, 105],
+        height=280,
+        margin={"l": 50, "r": 10, "t": 40, "b": 40},
+        bargap=0.1,
+    )
+    return fig

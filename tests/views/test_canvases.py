@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from conftest import REPO_ROOT, requires_cvp
@@ -171,3 +173,95 @@ def test_reconstruction_reads_pixels_from_the_canvases(result):
     marked = dataclasses.replace(result, canvases=dataclasses.replace(result.canvases, images=images))
     recon = canvases.prepare_reconstruction(marked, int(token[0]))
     assert np.all(_patch(recon.image, p, int(token[1]), int(token[2])) == (255, 0, 255))
+
+
+def test_iter_reconstructions_streams_every_candidate(result):
+    ids = result.candidates.frame_indices
+    streamed = list(canvases.iter_reconstructions(result, dim=0.5))
+    assert [r.frame_index for r in streamed] == ids.tolist()
+    for k in (0, 5, ids.size - 1):
+        one = canvases.prepare_reconstruction(result, int(ids[k]), dim=0.5)
+        assert np.array_equal(streamed[k].image, one.image)
+        assert np.array_equal(streamed[k].patch_mask, one.patch_mask)
+    with pytest.raises(ValueError, match=r"Invalid dim \(-0.1\)"):
+        next(canvases.iter_reconstructions(result, dim=-0.1))
+
+
+def _decode_data_uri(uri: str) -> np.ndarray:
+    head, payload = uri.split(",", 1)
+    assert head == "data:image/jpeg;base64"
+    bgr = cv2.imdecode(np.frombuffer(base64.b64decode(payload), np.uint8), cv2.IMREAD_COLOR)
+    return bgr[:, :, ::-1]
+
+
+def test_canvas_figure_carries_the_picture_and_one_hover_cell_per_patch(result):
+    c = 1
+    fig = canvases.prepare_canvas_figure(result, c)
+    image_trace, heat = fig.data
+    picture = _decode_data_uri(image_trace.source)
+    canvas = result.canvases.images[c]
+    assert picture.shape == canvas.shape
+    assert np.abs(picture.astype(int) - canvas).mean() < 4  # JPEG q90 of the same canvas
+    hb, wb = result.geometry.grid_hw
+    p = result.geometry.patch
+    assert heat.name == canvases.HOVER_TRACE and np.asarray(heat.z).shape == (hb, wb)
+    hover = canvases.prepare_canvas_hover(result, c)
+    sources = canvases.patch_sources(result, c)
+    for r, col in ((0, 0), (hb - 1, wb - 1), (hb // 2, wb // 3)):
+        assert heat.text[r][col] == f"packed ({r}, {col})<br>{hover[r][col]}"
+        assert np.asarray(heat.customdata)[r][col] == sources[r, col, 0]
+        # The cell centre lies inside the patch's pixels, so hovering the patch hits its cell.
+        assert col * p <= heat.x[col] < (col + 1) * p and r * p <= heat.y[r] < (r + 1) * p
+    assert tuple(fig.layout.yaxis.range) == (canvas.shape[0] - 0.5, -0.5)  # rows run downwards
+    with pytest.raises(ValueError, match="Invalid canvas_index"):
+        canvases.prepare_canvas_figure(result, -1)
+
+
+def test_dominant_source_and_frame_choices(result, padded_result):
+    anchor = _anchor_frame_indices(result)[0]
+    assert canvases.dominant_source_frame(result, 0) == anchor
+    sources = canvases.patch_sources(result, 2)[:, :, 0].ravel()
+    values, counts = np.unique(sources[sources >= 0], return_counts=True)
+    assert canvases.dominant_source_frame(result, 2) == int(values[counts.argmax()])
+    tokens = padded_result.canvases.tokens
+    per_canvas = np.bincount(
+        tokens[:, 3], weights=tokens[:, 7], minlength=padded_result.canvases.images.shape[0]
+    )
+    empty = np.flatnonzero(per_canvas == 0)
+    if empty.size:
+        assert canvases.dominant_source_frame(padded_result, int(empty[0])) is None
+    choices = canvases.frame_choices(result)
+    coverage = canvases.prepare_coverage(result)
+    assert [f for _, f in choices] == np.unique(result.candidates.frame_indices).tolist()
+    for label, f in choices:
+        assert label == f"frame {f} · {coverage[f]:.0%} of patches kept"
+    first = canvases.default_frame(result)
+    assert 0.0 < coverage[first] < 1.0
+
+
+def test_coverage_figure_plots_each_candidate_and_marks_the_frame(result):
+    coverage = canvases.prepare_coverage(result)
+    ids = np.unique(result.candidates.frame_indices)
+    fig = canvases.prepare_coverage_figure(result, frame_index=int(ids[3]))
+    (bars,) = fig.data
+    assert np.array_equal(np.asarray(bars.x), ids)
+    assert np.allclose(np.asarray(bars.y), coverage[ids] * 100.0)
+    (line,) = fig.layout.shapes
+    assert line.name == "selected" and line.x0 == line.x1 == int(ids[3])
+    assert not canvases.prepare_coverage_figure(result).layout.shapes
+
+
+def test_round_trip_counts_tokens_of_frames_never_decoded(result):
+    tokens = result.canvases.tokens.copy()
+    missing = next(
+        f for f in range(result.info.total_frames) if f not in set(result.candidates.frame_indices)
+    )
+    row = int(np.flatnonzero(tokens[:, 7] == 1)[-1])
+    tokens[row, 0] = missing
+    moved = dataclasses.replace(result, canvases=dataclasses.replace(result.canvases, tokens=tokens))
+    check = canvases.round_trip_check(moved)
+    assert not check.passed and check.unchecked_patches == 1 and check.mismatched_patches == 0
+    assert check.checked_patches == int(tokens[:, 7].sum()) - 1
+    assert "1 patches name frames that were not decoded" in check.note
+    assert canvases.round_trip_markdown(check).startswith("**Round trip: FAIL**")
+    assert canvases.round_trip_markdown(canvases.round_trip_check(result)).startswith("**Round trip: PASS**")
