@@ -100,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     luma_cli.add_parser(sub)
 
+    from app import export_cli
+
+    export_cli.add_parser(sub)
+
     from app import import_cli
 
     import_cli.add_parser(sub)
@@ -268,12 +272,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from app import compare_cli
 
+    from app import export_cli
+
     commands = {
         "select": cmd_select,
         "reselect": cmd_reselect,
         "sessions": cmd_sessions,
         "app": cmd_app,
         "luma-bias": luma_cli.run,
+        "export": export_cli.run,
         "import": import_cli.run,
         "compare": compare_cli.run,
     }

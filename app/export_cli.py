@@ -1,0 +1,180 @@
+"""``codec-lens export``: annotated clips, figures, CSV tables and YUView statistics of stored runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+PLOTS = ("timeline", "readiness")
+MAX_COMPARE = 3
+
+_DESCRIPTION = """\
+Export a stored run: the annotated clip (chosen layers, frame index and timestamp drawn in),
+optionally side by side with up to three other runs; per-frame and per-block CSV; per-block
+statistics for YUView; timeline and readiness figures. Every export writes <clip>.json, a
+sidecar with the run config, versions, frame range and the sha256 of inputs and outputs.
+
+Layers: heatmap, kept, lost, grid (block grid), patch_grid, codec_grid, anchor, bad.
+Paths must lie inside the current directory or a folder given with --allow-dir."""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``export`` on an argparse subparsers object."""
+    from app.cli import DEFAULT_SESSION_DB
+
+    p = subparsers.add_parser(
+        "export",
+        help="export annotated clips, figures, CSV and YUView statistics of stored runs",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_id")
+    p.add_argument("--out", required=True, help="clip file (png: a folder, or a .png for one frame)")
+    p.add_argument("--compare", nargs="+", default=[], metavar="RUN_ID", help="runs to put beside it (≤ 3)")
+    p.add_argument(
+        "--frames", help="frame_index range A:B (B exclusive), A: or :B (default: every candidate)"
+    )
+    # Names are checked by the backend (not argparse choices), so a bad one is one line listing them.
+    p.add_argument("--layers", default="kept,anchor,bad", help="comma-separated (default kept,anchor,bad)")
+    p.add_argument("--format", help="mp4, webm, gif, png or none (default: from --out, else mp4)")
+    p.add_argument("--opacity", type=float, default=0.5, help="heatmap opacity (default 0.5)")
+    p.add_argument("--colormap", default="turbo", help="turbo, viridis, magma, jet or inferno")
+    p.add_argument("--scale", default="frame", help="heatmap scale: frame or video (default frame)")
+    p.add_argument("--fps", type=float, help="clip frame rate (default: the video's)")
+    p.add_argument("--crf", type=int, default=18, help="mp4/webm constant quality, lower is better (18)")
+    p.add_argument("--no-stamp", action="store_true", help="no frame index/timestamp footer")
+    p.add_argument("--tables", action="store_true", help="also write <stem>.frames.csv and <stem>.blocks.csv")
+    p.add_argument("--yuview", action="store_true", help="also write <stem>.yuview.csv (YUView statistics)")
+    p.add_argument(
+        "--yuview-coordinates", default="source", help="source (original video pixels) or processed"
+    )
+    p.add_argument("--plots", default="", help="figures to write: timeline,readiness")
+    p.add_argument("--plot-format", default="png", help="comma-separated: png, svg, pdf, html (default png)")
+    p.add_argument(
+        "--group", type=int, action="append", help="readiness figure of this group only (repeatable)"
+    )
+    p.add_argument("--chromium", default="/usr/bin/chromium", help="browser for png/svg/pdf figures")
+    p.add_argument(
+        "--allow-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="also allow writing inside this folder (the current directory is always allowed)",
+    )
+    p.add_argument(
+        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
+    )
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    return p
+
+
+def _fail(message: str) -> int:
+    print(f"codec-lens: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _format(args: argparse.Namespace) -> str:
+    from backend.export import CLIP_FORMATS
+
+    if args.format:
+        return str(args.format)
+    suffix = Path(args.out).suffix.lower().lstrip(".")
+    return suffix if suffix in CLIP_FORMATS and suffix != "none" else "mp4"
+
+
+def build_figures(results: Sequence[tuple[str, Any]], plots: Sequence[str], groups: list[int] | None) -> dict:
+    """Name → plotly figure for each run (the first unsuffixed, others suffixed by run id)."""
+    from views.group_stepper import prepare_readiness_plot
+    from views.timeline import prepare_timeline
+
+    figures: dict[str, Any] = {}
+    for k, (run_id, result) in enumerate(results):
+        suffix = "" if k == 0 else f"_{run_id}"
+        if "timeline" in plots:
+            figures[f"timeline{suffix}"] = prepare_timeline(result)
+        if "readiness" in plots:
+            known = [s.group_index for s in result.groups.specs]
+            for g in groups or known:
+                figures[f"readiness_g{g}{suffix}"] = prepare_readiness_plot(result, g)
+    return figures
+
+
+def _export(args: argparse.Namespace) -> dict[str, Any]:
+    from backend.export import ExportConfig, load_export_run, parse_frame_range, parse_names, write_export
+    from backend.store import SessionStore
+
+    if len(args.compare) > MAX_COMPARE:
+        raise ValueError(
+            f"Invalid compare count ({len(args.compare)}). Supported values are 0 to {MAX_COMPARE}."
+        )
+    plots = parse_names(args.plots, PLOTS, what="plot")
+    config = ExportConfig(
+        out_path=args.out,
+        allowed_roots=(Path.cwd(), *args.allow_dir),
+        format=_format(args),
+        frames=parse_frame_range(args.frames),
+        layers=tuple(args.layers.split(",")),
+        opacity=args.opacity,
+        colormap=args.colormap,
+        scale=args.scale,
+        fps=args.fps,
+        crf=args.crf,
+        stamp=not args.no_stamp,
+        tables=args.tables,
+        yuview=args.yuview,
+        yuview_coordinates=args.yuview_coordinates,
+        plot_formats=tuple(args.plot_format.split(",")),
+        chromium_path=args.chromium,
+    )
+    with SessionStore(args.session_db, read_only=True) as store:
+        runs = [load_export_run(store, run_id) for run_id in (args.run_id, *args.compare)]
+    figures = build_figures([(r.run_id, r.result) for r in runs], plots, args.group)
+    result = write_export(runs, config=config, figures=figures)
+    return {
+        "run_ids": [r.run_id for r in runs],
+        "frames": len(result.frame_indices),
+        "frame_size": None if result.frame_size is None else list(result.frame_size),
+        "files": [str(p) for p in result.files],
+        "sidecar": str(result.sidecar),
+        "seconds": round(result.timings_secs.get("total", 0.0), 3),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``codec-lens export`` (returns the exit code)."""
+    from backend.errors import CodecLensError
+
+    try:
+        summary = _export(args)
+    except CodecLensError as exc:
+        return _fail(exc.one_line())
+    except ValueError as exc:  # invalid names, ranges and options (the project's ValueError style)
+        return _fail(str(exc).replace("\n", " "))
+    except OSError as exc:
+        return _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        size = "" if summary["frame_size"] is None else " ({1}x{0})".format(*summary["frame_size"])
+        print(
+            f"exported {summary['frames']} frames of {', '.join(summary['run_ids'])}{size}: "
+            f"{len(summary['files'])} files in {summary['seconds']:.2f} s → {summary['sidecar']}"
+        )
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="codec-lens")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    return run(parser.parse_args(["export", *(argv or sys.argv[1:])]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

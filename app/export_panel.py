@@ -1,0 +1,195 @@
+"""Export panel: the annotated clip (or frames, tables, YUView statistics) and figures of the open run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import gradio as gr
+
+    from app.workspace import Workspace
+
+EXPORT_FOLDER = "exports"
+"""Sub-folder of the workspace's output root that the panel writes into."""
+EXTRAS = ("frame & block CSV", "YUView statistics")
+FIGURES = ("timeline", "readiness")
+
+
+def _range(start: float | None, stop: float | None) -> tuple[int, int | None] | None:
+    """(start, stop) frame_index range from the two number boxes; None means every candidate."""
+    if start in (None, "") and stop in (None, ""):
+        return None
+    lo = 0 if start in (None, "") else int(start)
+    hi = None if stop in (None, "") else int(stop)
+    return lo, hi
+
+
+def _stem(run_id: str, frames: tuple[int, int | None] | None) -> str:
+    span = "all" if frames is None else f"{frames[0]}-{'' if frames[1] is None else frames[1]}"
+    return f"{run_id}_{span}_{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def export_clip(
+    ws: Workspace,
+    run_id: str,
+    *,
+    layers: list[str],
+    start: float | None,
+    stop: float | None,
+    fmt: str,
+    extras: list[str],
+    on_progress: Callable[[float], None] | None = None,
+) -> list[str]:
+    """Write an export of ``run_id`` under ``<output root>/exports/`` and return the file paths.
+
+    Raises the backend's errors (OutputError for paths, ValueError for names and ranges).
+    """
+    from backend.export import ExportConfig, load_export_run, write_export
+
+    frames = _range(start, stop)
+    name = _stem(run_id, frames) + ("" if fmt == "png" else f".{fmt}")
+    out = ws.output_path(Path(EXPORT_FOLDER) / name)
+    config = ExportConfig(
+        out_path=out,
+        allowed_roots=(ws.output_root,),
+        format=fmt,
+        frames=frames,
+        layers=tuple(layers),
+        tables=EXTRAS[0] in extras,
+        yuview=EXTRAS[1] in extras,
+    )
+    run = load_export_run(ws.store, run_id, result=ws.result(run_id))
+    result = write_export([run], config=config, on_progress=on_progress)
+    return [str(p) for p in result.files]
+
+
+def export_figure(
+    ws: Workspace, run_id: str, *, figure: str, fmt: str, group_index: int | None = None
+) -> list[str]:
+    """Write the run's timeline or a group's readiness figure (with a sidecar); return the paths."""
+    from backend.export import ExportConfig, load_export_run, write_export
+    from views.group_stepper import prepare_readiness_plot
+    from views.timeline import prepare_timeline
+
+    result = ws.result(run_id)
+    if figure == "timeline":
+        figures = {"timeline": prepare_timeline(result)}
+    elif figure == "readiness":
+        g = group_index if group_index is not None else result.groups.specs[0].group_index
+        figures = {f"readiness_g{g}": prepare_readiness_plot(result, g)}
+    else:
+        raise ValueError(f"Invalid figure ({figure!r}). Supported values are {', '.join(FIGURES)}.")
+    out = ws.output_path(Path(EXPORT_FOLDER) / f"{run_id}_{figure}_{time.strftime('%Y%m%d-%H%M%S')}")
+    config = ExportConfig(out_path=out, allowed_roots=(ws.output_root,), format="none", plot_formats=(fmt,))
+    run = load_export_run(ws.store, run_id, result=result)
+    written = write_export([run], config=config, figures=figures)
+    return [str(p) for p in written.files]
+
+
+def _group_of_row(result: Any, row: int) -> int | None:
+    for spec in result.groups.specs:
+        if spec.start <= row < spec.end:
+            return int(spec.group_index)
+    return None
+
+
+def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slider | None = None) -> None:
+    """An Export accordion in the caller's current Blocks context.
+
+    Layers, a frame_index range, the clip format and extras; an Export button that writes
+    under ``ws.output_path('exports/…')`` and offers the files (clip, CSV, sidecar) for
+    download; and a figure export (timeline or readiness, PNG/SVG/PDF/HTML). With
+    ``frame_slider`` (the viewer's candidate row) the range can start at the viewed frame and
+    the readiness figure is that frame's group. Errors show as ``gr.Error`` in one line.
+    """
+    import gradio as gr
+
+    from backend.errors import CodecLensError
+    from backend.export import CLIP_FORMATS, DEFAULT_LAYERS, EXPORT_LAYERS, FIGURE_FORMATS
+
+    def fail(exc: Exception) -> gr.Error:
+        text = exc.one_line() if isinstance(exc, CodecLensError) else str(exc).replace("\n", " ")
+        return gr.Error(text)
+
+    with gr.Accordion("Export", open=False, elem_id="export_panel"):
+        with gr.Row():
+            layers = gr.CheckboxGroup(
+                list(EXPORT_LAYERS), value=list(DEFAULT_LAYERS), label="Layers", elem_id="export_layers"
+            )
+            fmt = gr.Radio(
+                [f for f in CLIP_FORMATS if f != "none"], value="mp4", label="Format", elem_id="export_format"
+            )
+        with gr.Row():
+            start = gr.Number(
+                value=0, precision=0, minimum=0, label="From frame_index", elem_id="export_start"
+            )
+            stop = gr.Number(
+                value=None,
+                precision=0,
+                minimum=0,
+                label="To frame_index (exclusive; empty: the end)",
+                elem_id="export_stop",
+            )
+            extras = gr.CheckboxGroup(list(EXTRAS), value=[], label="Also write", elem_id="export_extras")
+        with gr.Row():
+            here = gr.Button(
+                "Start at the viewed frame", elem_id="export_here", visible=frame_slider is not None
+            )
+            button = gr.Button("Export", variant="primary", elem_id="export_btn")
+        files = gr.File(
+            label="Exported files", file_count="multiple", interactive=False, elem_id="export_files"
+        )
+        with gr.Row():
+            figure = gr.Radio(list(FIGURES), value="timeline", label="Figure", elem_id="figure_pick")
+            figure_fmt = gr.Radio(
+                list(FIGURE_FORMATS), value="png", label="Figure format", elem_id="figure_format"
+            )
+            figure_btn = gr.Button("Export figure", elem_id="figure_btn")
+        figure_files = gr.File(
+            label="Exported figure", file_count="multiple", interactive=False, elem_id="figure_files"
+        )
+
+    # Gradio injects the progress tracker through this default.
+    def do_export(rid, chosen, lo, hi, kind, more, progress: Any = gr.Progress()):  # noqa: B008
+        if not rid:
+            raise gr.Error("No run is open: select or open a run first.")
+        try:
+            return export_clip(
+                ws,
+                rid,
+                layers=chosen or [],
+                start=lo,
+                stop=hi,
+                fmt=kind,
+                extras=more or [],
+                on_progress=lambda fraction: progress(fraction, desc="encoding"),
+            )
+        except (CodecLensError, ValueError, OSError) as exc:
+            raise fail(exc) from exc
+
+    button.click(do_export, [run_id, layers, start, stop, fmt, extras], files, api_name=False)
+
+    def do_figure(rid, which, kind, row=None):
+        if not rid:
+            raise gr.Error("No run is open: select or open a run first.")
+        try:
+            group = None if row is None else _group_of_row(ws.result(rid), int(row))
+            return export_figure(ws, rid, figure=which, fmt=kind, group_index=group)
+        except (CodecLensError, ValueError, OSError) as exc:
+            raise fail(exc) from exc
+
+    figure_inputs = [run_id, figure, figure_fmt] + ([frame_slider] if frame_slider is not None else [])
+    figure_btn.click(do_figure, figure_inputs, figure_files, api_name=False)
+
+    if frame_slider is not None:
+
+        def at_viewed(rid, row):
+            if not rid:
+                return gr.update()
+            result = ws.result(rid)
+            return int(result.candidates.frame_indices[int(row or 0)])
+
+        here.click(at_viewed, [run_id, frame_slider], start, api_name=False)

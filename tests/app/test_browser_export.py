@@ -1,0 +1,156 @@
+"""The export panel in headless Debian Chromium: Export and Export figure yield downloadable files."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import av
+import pytest
+from conftest import requires_cvp
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    requires_cvp,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory, h264_clip: Path) -> Iterator[object]:
+    """A workspace with one stored run of the small H.264 test clip."""
+    from app.workspace import Workspace
+    from backend.pipeline import SelectionOptions
+    from backend.sessions import select_and_store
+
+    root = tmp_path_factory.mktemp("export_app")
+    ws = Workspace(store_path=root / "s.duckdb", input_roots=(h264_clip.parent,), output_root=root / "work")
+    run_id, result = select_and_store(h264_clip, ws.store, options=SelectionOptions(num_sampled_frames=48))
+    ws.remember(run_id, result)
+    ws.run_id = run_id  # type: ignore[attr-defined]  # for the tests below
+    yield ws
+    ws.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str]:
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    import gradio as gr
+
+    from app.export_panel import build_export_panel
+
+    with gr.Blocks(title="export") as demo:
+        with gr.Row(elem_id="hidden_controls"):
+            run_box = gr.Textbox(value=workspace.run_id, elem_id="run_id")
+            slider = gr.Slider(0, 47, value=12, step=1, elem_id="frame_slider")
+        build_export_panel(workspace, run_box, slider)
+    port = _free_port()
+    demo.launch(
+        server_name="127.0.0.1",
+        server_port=port,
+        prevent_thread_lock=True,
+        quiet=True,
+        css="#hidden_controls { display: none !important; }",
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close(verbose=False)
+
+
+@pytest.fixture(scope="module")
+def page(app_url: str) -> Iterator[object]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        external: list[str] = []
+        pg.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
+            ),
+        )
+        pg.goto(app_url)
+        pg.get_by_text("Export", exact=True).first.click()  # open the accordion
+        pg.wait_for_selector("#export_btn", state="visible", timeout=30_000)
+        yield pg
+        assert not external, f"the page reached outside the machine: {external[:3]}"
+        browser.close()
+
+
+def _download_link(page, elem_id: str, suffix: str):
+    """The download link of the gr.File row whose file name ends in ``suffix``."""
+    row = page.locator(f"#{elem_id} tr.file", has=page.locator(f'td.filename[aria-label$="{suffix}"]'))
+    return row.locator("a.download-link").first
+
+
+def test_export_button_yields_a_downloadable_clip(page, workspace, tmp_path) -> None:
+    page.locator("#export_start input").fill("4")
+    page.locator("#export_stop input").fill("16")
+    page.locator("#export_layers label", has_text="heatmap").click()
+    page.locator("#export_btn").click()
+    link = _download_link(page, "export_files", ".mp4")
+    link.wait_for(state="visible", timeout=120_000)
+    with page.expect_download(timeout=60_000) as info:
+        link.click()
+    target = tmp_path / info.value.suggested_filename
+    info.value.save_as(target)
+    assert target.suffix == ".mp4"
+    fids = workspace.result(workspace.run_id).candidates.frame_indices.tolist()
+    wanted = [f for f in fids if 4 <= f < 16]
+    assert len(wanted) >= 5  # 48 of 96 frames are sampled
+    with av.open(str(target)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == len(wanted)
+    # The sidecar is offered too, and it names the run and the range that was asked for.
+    names = [c.get_attribute("aria-label") or "" for c in page.locator("#export_files td.filename").all()]
+    assert any(n.endswith(".mp4.json") for n in names), names
+    exported = sorted((workspace.output_root / "exports").glob("*.mp4.json"))
+    side = json.loads(exported[-1].read_text())
+    assert side["runs"][0]["run_id"] == workspace.run_id
+    assert side["frames"]["frame_indices"] == wanted
+    assert "heatmap" in side["export_config"]["layers"]
+
+
+def test_start_at_the_viewed_frame_fills_the_range(page, workspace) -> None:
+    page.locator("#export_here").click()
+    fid = int(workspace.result(workspace.run_id).candidates.frame_indices[12])
+    page.wait_for_function(
+        f"() => document.querySelector('#export_start input').value === '{fid}'", timeout=15_000
+    )
+
+
+def test_figure_export_yields_a_downloadable_file(page, tmp_path) -> None:
+    page.locator("#figure_format label", has_text="html").click()
+    page.locator("#figure_btn").click()
+    link = _download_link(page, "figure_files", ".html")
+    link.wait_for(state="visible", timeout=120_000)
+    with page.expect_download(timeout=60_000) as info:
+        link.click()
+    target = tmp_path / info.value.suggested_filename
+    info.value.save_as(target)
+    text = target.read_text()
+    assert "Plotly.newPlot" in text and "frame_index" in text
