@@ -1,0 +1,278 @@
+"""The Compare-codecs tab in headless Debian Chromium: panes step together, keys drive them, plots follow."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from compare_clips import make_comparison
+from conftest import REPO_ROOT, requires_cvp
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = REPO_ROOT / "artifacts" / "screenshots"
+PANES = 4
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.needs_cvp,
+    requires_cvp,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
+    ),
+]
+
+# A minimal copy of the app's key handler (app/main.py): while #compare_panes is on screen the
+# frame keys press the tab's hidden cmp_* buttons.
+HARNESS_KEY_JS = """
+() => {
+  document.addEventListener('keydown', (e) => {
+    const tag = (e.target && e.target.tagName) || '';
+    if (['INPUT', 'TEXTAREA', 'SELECT'].includes(tag) && e.target.type !== 'range') return;
+    const map = {
+      ArrowLeft: e.shiftKey ? 'prev_key' : 'prev',
+      ArrowRight: e.shiftKey ? 'next_key' : 'next',
+      ',': 'prev', '.': 'next', '[': 'prev_group', ']': 'next_group', Home: 'home', End: 'end',
+    };
+    const action = map[e.key];
+    const panes = document.querySelector('#compare_panes');
+    if (!action || !panes || !panes.offsetParent) return;
+    e.preventDefault();
+    e.stopPropagation();
+    document.querySelector('#cmp_' + action)?.click();
+  }, true);
+}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def app_url(shared_videos, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    import gradio as gr
+
+    from app.compare_tab import CSS, build_compare_tab
+    from app.workspace import Workspace
+
+    work = tmp_path_factory.mktemp("compare_app")
+    db = work / "sessions.duckdb"
+    make_comparison(db, shared_videos / "real_h264_flower_timelapse.mp4")
+    ws = Workspace(store_path=db, input_roots=(shared_videos,), output_root=work / "out")
+    with gr.Blocks() as demo:
+        with gr.Tab("Compare codecs"):
+            build_compare_tab(ws)
+    port = _free_port()
+    demo.launch(
+        server_name="127.0.0.1",
+        server_port=port,
+        prevent_thread_lock=True,
+        quiet=True,
+        js=HARNESS_KEY_JS,
+        css=CSS,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close(verbose=False)
+        ws.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url: str) -> Iterator[object]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        external: list[str] = []
+        pg.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
+            ),
+        )
+        pg.goto(app_url)
+        pg.wait_for_selector(f"#cmp_pane_{PANES - 1} img", timeout=60_000)
+        yield pg
+        assert not external, f"the page reached outside the machine: {external[:3]}"
+        browser.close()
+
+
+def _frames(page) -> list[int]:
+    """The frame index in every pane's caption."""
+    out = []
+    for i in range(PANES):
+        text = page.locator(f"#cmp_info_{i}").inner_text()
+        match = re.search(r" · frame (\d+) · ", text)
+        assert match, text
+        out.append(int(match.group(1)))
+    return out
+
+
+def _srcs(page) -> list[str | None]:
+    return [page.locator(f"#cmp_pane_{i} img").get_attribute("src") for i in range(PANES)]
+
+
+def _wait_new_images(page, before: list[str | None]) -> None:
+    """Wait until every pane shows another image than ``before``."""
+    page.wait_for_function(
+        f"() => {json.dumps(before)}"
+        ".every((s, i) => document.querySelector('#cmp_pane_' + i + ' img').src !== s)",
+        timeout=15_000,
+    )
+
+
+def _wait_frames(page, frame: int) -> None:
+    checks = " && ".join(
+        f"document.querySelector('#cmp_info_{i}').innerText.includes(' · frame {frame} · ')"
+        for i in range(PANES)
+    )
+    page.wait_for_function(f"() => {checks}", timeout=15_000)
+
+
+def test_four_panes_open_on_the_stored_comparison(page) -> None:
+    labels = [page.locator(f"#cmp_info_{i}").inner_text().split(" · ")[0] for i in range(PANES)]
+    assert labels == ["h264 crf23", "hevc crf28", "vp9 crf32", "av1 crf35"]
+    assert _frames(page) == [0] * PANES
+    assert not page.locator("#compare_hidden").is_visible()  # CSS-hidden, but in the page
+    assert page.locator("#cmp_next").count() == 1
+
+
+def test_step_buttons_move_every_pane_by_one_frame(page) -> None:
+    before, srcs = _frames(page), _srcs(page)
+    page.locator("#cmp_step_next").click()
+    _wait_frames(page, before[0] + 1)
+    assert _frames(page) == [before[0] + 1] * PANES
+    _wait_new_images(page, srcs)
+    page.locator("#cmp_step_next").click()
+    _wait_frames(page, before[0] + 2)
+    page.locator("#cmp_step_prev").click()
+    _wait_frames(page, before[0] + 1)
+
+
+def test_keys_drive_all_panes(page) -> None:
+    page.locator("#cmp_step_home").click()
+    _wait_frames(page, 0)
+    page.locator("#cmp_settings").click()  # focus the page, not an input
+    page.keyboard.press("ArrowRight")
+    _wait_frames(page, 1)
+    page.keyboard.press("Period")
+    _wait_frames(page, 2)
+    page.keyboard.press("ArrowLeft")
+    _wait_frames(page, 1)
+    page.keyboard.press("Shift+ArrowRight")  # next keyframe of pane 1: GOP 12
+    _wait_frames(page, 12)
+    page.keyboard.press("End")
+    _wait_frames(page, 23)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare_panes_keys.png"), full_page=True)
+    assert (ARTIFACTS / "compare_panes_keys.png").stat().st_size > 10_000
+
+
+def test_metric_cursor_follows_and_a_plot_click_jumps_the_panes(page) -> None:
+    page.locator("#cmp_slider input[type=range]").fill("6")
+    _wait_frames(page, 6)
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('#cmp_metrics .js-plotly-plot');"
+        " const s = gd && gd.layout.shapes.find((x) => x.name === 'cursor'); return s && s.x0 === 6; }",
+        timeout=15_000,
+    )
+    page.locator("#cmp_metrics").scroll_into_view_if_needed()
+    point = page.evaluate(
+        """() => {
+          const gd = document.querySelector('#cmp_metrics .js-plotly-plot');
+          const xa = gd._fullLayout.xaxis3, ya = gd._fullLayout.yaxis3;
+          const r = gd.getBoundingClientRect();
+          const trace = gd.data.findIndex((t) => t.name === 'h264 crf23 (full decode)');
+          const y = gd.data[trace].y[17];
+          return {x: r.left + xa._offset + xa.l2p(17), y: r.top + ya._offset + ya.l2p(y)};
+        }"""
+    )
+    page.mouse.click(point["x"], point["y"])
+    _wait_frames(page, 17)
+
+
+def test_difference_mode_colours_the_blocks_each_codec_kept_alone(page) -> None:
+    page.locator("#cmp_slider input[type=range]").fill("5")
+    _wait_frames(page, 5)
+    srcs = _srcs(page)
+    page.locator("#cmp_diff input").check()
+    page.wait_for_function(
+        "() => document.querySelector('#cmp_info_1').innerText.includes('vs h264 crf23:')", timeout=15_000
+    )
+    captions = [page.locator(f"#cmp_info_{i}").inner_text() for i in range(PANES)]
+    assert "only there" not in captions[0] and all("only here" in c for c in captions[1:])
+    assert _srcs(page)[1:] != srcs[1:]
+    page.locator("#cmp_step_next").click()  # stepping keeps the difference on every pane
+    _wait_frames(page, 6)
+    assert all("only here" in page.locator(f"#cmp_info_{i}").inner_text() for i in range(1, PANES))
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare_difference.png"), full_page=True)
+    page.locator("#cmp_diff input").uncheck()
+
+
+def test_shared_heatmap_scale_shows_its_units(page) -> None:
+    before = _srcs(page)
+    page.locator("#cmp_layers label", has_text="heatmap").click()
+    page.locator("#cmp_scale label", has_text="across compared runs").click()
+    page.wait_for_selector("#cmp_legend", state="visible", timeout=15_000)
+    page.wait_for_function(
+        "() => document.querySelector('#cmp_legend').innerText.includes('all bitcost runs max')",
+        timeout=15_000,
+    )
+    assert "all residual runs max" in page.locator("#cmp_legend").inner_text()
+    _wait_new_images(page, before)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare_heatmap_all_runs.png"), full_page=True)
+    page.locator("#cmp_scale label", has_text="per frame").click()
+    page.locator("#cmp_layers label", has_text="heatmap").click()
+    page.wait_for_selector("#cmp_legend", state="hidden", timeout=15_000)
+
+
+def test_a_new_comparison_runs_from_a_path_and_opens(page) -> None:
+    page.locator("#cmp_pick").scroll_into_view_if_needed()
+    if not page.locator("#cmp_path").is_visible():
+        page.get_by_text("New comparison").click()
+    page.locator("#cmp_path textarea, #cmp_path input").first.fill("/etc/hostname")
+    page.locator("#cmp_run").click()
+    page.wait_for_selector("text=outside the allowed folders", timeout=15_000)
+    page.locator("#cmp_path textarea, #cmp_path input").first.fill("real_h264_film_friday.mp4")
+    page.locator("#cmp_codecs label", has_text="hevc").click()  # three codecs: three panes
+    for label, value in (("Max frames", "12"), ("Max side", "160")):
+        page.get_by_label(re.compile(label)).fill(value)
+    page.locator("#cmp_run").click()
+    page.wait_for_function(
+        "() => document.querySelector('#cmp_status').innerText"
+        ".includes('3 variants of real_h264_film_friday')",
+        timeout=120_000,
+    )
+    page.wait_for_function(
+        "() => document.querySelector('#cmp_info_2').innerText.startsWith('av1 ')"
+        " && document.querySelector('#cmp_info_0').innerText.startsWith('h264 ')",
+        timeout=30_000,
+    )
+    assert not page.locator("#cmp_pane_3").is_visible()
+    page.locator("#cmp_step_next").click()
+    page.wait_for_function(
+        "() => [0, 1, 2].every((i) =>"
+        " document.querySelector('#cmp_info_' + i).innerText.includes(' · frame 1 · '))",
+        timeout=15_000,
+    )
