@@ -265,6 +265,8 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
     """Blocks for the whole app over ``ws``, opened on stored run ``run_id`` (or empty)."""
     import gradio as gr
 
+    from app.canvas_tab import build_canvas_tab
+    from app.import_panel import build_import_panel
     from backend.errors import CodecLensError
     from backend.pipeline import SelectionOptions
     from backend.probe import ProbeConfig, probe
@@ -390,6 +392,8 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                     with gr.Column():
                         group_pick = gr.Dropdown([], label="Group", elem_id="group_pick")
                         steps_plot = gr.Plot(label="Readiness trace", elem_id="readiness_plot")
+            with gr.Tab("Canvases", id="canvases"):
+                build_canvas_tab(ws, run_box)
             with gr.Tab("Run", id="run"):
                 gr.Markdown(
                     "Choose a video (a path inside the allowed folders, or an upload), a profile and "
@@ -409,6 +413,8 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                     open_pick = gr.Dropdown([], label="Stored run", elem_id="open_pick", scale=3)
                     open_btn = gr.Button("Open", elem_id="open_btn", scale=1)
                     refresh_btn = gr.Button("Refresh", elem_id="refresh_btn", scale=1)
+                with gr.Accordion("Import a codec-video-prep output directory", open=False):
+                    build_import_panel(ws, run_box)
                 runs = gr.Dataframe(
                     headers=RUN_HEADERS, label="Runs", interactive=False, elem_id="runs_table"
                 )

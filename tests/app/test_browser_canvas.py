@@ -40,7 +40,6 @@ CVP_ARGS = [
     "--canvas_format",
     "png",
 ]
-CSS = "#hidden_controls { display: none !important; }"
 
 pytestmark = [
     pytest.mark.browser,
@@ -73,10 +72,7 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    import gradio as gr
-
-    from app.canvas_tab import build_canvas_tab
-    from app.import_panel import build_import_panel
+    from app.main import build_app, serve
     from app.workspace import Workspace
     from backend.pipeline import SelectionOptions
     from backend.sessions import select_and_store
@@ -97,15 +93,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     options = SelectionOptions(num_sampled_frames=32, grouping_mode="fixed", group_size=8)
     run_id, result = select_and_store(clip, ws.store, options=options)
 
-    with gr.Blocks(title="canvas tab test") as demo:
-        with gr.Row(elem_id="hidden_controls"):
-            box = gr.Textbox(value="", elem_id="run_id", label="run id")
-        with gr.Tab("Canvases"):
-            build_import_panel(ws, box)
-            build_canvas_tab(ws, box)
-        demo.load(lambda: run_id, None, box, api_name=False)
+    demo = build_app(ws, run_id=run_id)  # the real app; the canvases tab is one of its tabs
     port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, css=CSS)
+    serve(demo, ws, host="127.0.0.1", port=port, block=False)
     try:
         yield Setup(ws, run_id, result, clip, cvp_dir, f"http://127.0.0.1:{port}/")
     finally:
@@ -127,6 +117,7 @@ def page(setup: Setup) -> Iterator[Any]:
             ),
         )
         pg.goto(setup.url)
+        pg.get_by_role("tab", name="Canvases").click()
         pg.wait_for_selector("#canvas_recon img", timeout=60_000)
         yield pg
         assert not external, f"the page reached outside the machine: {external[:3]}"
@@ -262,6 +253,8 @@ def test_coverage_and_round_trip(setup: Setup, page: Any) -> None:
 
 
 def test_import_panel_opens_the_imported_run(setup: Setup, page: Any) -> None:
+    page.get_by_role("tab", name="Run").click()
+    page.get_by_text("Import a codec-video-prep output directory").click()
     page.locator("#import_dir textarea, #import_dir input").first.fill("../../etc")
     page.locator("#import_video textarea, #import_video input").first.fill(str(setup.clip))
     page.locator("#import_btn").click()
@@ -275,6 +268,7 @@ def test_import_panel_opens_the_imported_run(setup: Setup, page: Any) -> None:
     status = page.locator("#import_status").inner_text()
     assert "matches our parity recomputation" in status, status
     new_id = status.split("run ")[1].split(":")[0].strip()
+    page.get_by_role("tab", name="Canvases").click()
     page.wait_for_function(
         f"() => document.querySelector('#canvas_summary').innerText.includes({new_id!r})", timeout=60_000
     )
