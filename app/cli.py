@@ -62,6 +62,13 @@ def options_from_args(args: argparse.Namespace) -> Any:
 DEFAULT_SESSION_DB = Path.home() / ".codec-lens" / "sessions.duckdb"
 
 
+def _tool_modules() -> list[Any]:
+    """The sub-command modules beside this one (each has add_parser(sub) and run(args))."""
+    from app import compare_cli, export_cli, import_cli, luma_cli
+
+    return [luma_cli, compare_cli, export_cli, import_cli]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="codec-lens",
@@ -96,24 +103,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ses.add_argument("--json", action="store_true")
 
-    from app import luma_cli
-
-    luma_cli.add_parser(sub)
-
-    from app import export_cli
-
-    export_cli.add_parser(sub)
-
-    from app import import_cli
-
-    import_cli.add_parser(sub)
-
-    from app import compare_cli
-
-    compare_cli.add_parser(sub)
+    for module in _tool_modules():
+        module.add_parser(sub)
 
     app = sub.add_parser("app", help="launch the web app")
     app.add_argument("video", nargs="?", help="video to open (default: the bundled sample)")
+    app.add_argument("--run", dest="run_id", help="open this stored run instead of a video")
+    app.add_argument(
+        "--allow-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="a folder whose videos the app may open (repeatable; the current folder, the video's "
+        "folder, the sample folder and the work folder are always allowed)",
+    )
+    app.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="folder the app writes uploads and exports into (default ~/.codec-lens/work)",
+    )
     app.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     app.add_argument("--port", type=int, default=7860)
     app.add_argument(
@@ -263,26 +272,29 @@ def cmd_app(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     from app.main import launch
 
-    return launch(video=args.video, host=args.host, port=args.port)
+    return launch(
+        video=args.video,
+        run_id=args.run_id,
+        host=args.host,
+        port=args.port,
+        session_db=args.session_db,
+        input_dirs=tuple(args.allow_dir),
+        output_dir=args.work_dir,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from app import import_cli, luma_cli
-
-    from app import compare_cli
-
-    from app import export_cli
-
+    tools = {m.__name__.rsplit(".", 1)[1]: m for m in _tool_modules()}
     commands = {
         "select": cmd_select,
         "reselect": cmd_reselect,
         "sessions": cmd_sessions,
         "app": cmd_app,
-        "luma-bias": luma_cli.run,
-        "export": export_cli.run,
-        "import": import_cli.run,
-        "compare": compare_cli.run,
+        "luma-bias": tools["luma_cli"].run,
+        "compare": tools["compare_cli"].run,
+        "export": tools["export_cli"].run,
+        "import": tools["import_cli"].run,
     }
     return commands[args.command](args)
 
