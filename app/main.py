@@ -266,6 +266,8 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
     import gradio as gr
 
     from app.canvas_tab import build_canvas_tab
+    from app.compare_tab import build_compare_tab
+    from app.export_panel import build_export_panel
     from app.import_panel import build_import_panel
     from backend.errors import CodecLensError
     from backend.pipeline import SelectionOptions
@@ -386,6 +388,7 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                         scale = gr.Radio(list(SCALES), value="frame", label="Heatmap scale")
                         legend = gr.Image(label="Legend", interactive=False, height=80, format="png")
                         keys = gr.Markdown(visible=False, elem_id="key_map")
+                build_export_panel(ws, run_box, slider)
                 plot = gr.Plot(elem_id="timeline", label="Timeline (click a frame to jump)")
                 with gr.Row():
                     groups_table = gr.Dataframe(label="Groups", interactive=False, elem_id="groups_table")
@@ -394,6 +397,8 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                         steps_plot = gr.Plot(label="Readiness trace", elem_id="readiness_plot")
             with gr.Tab("Canvases", id="canvases"):
                 build_canvas_tab(ws, run_box)
+            with gr.Tab("Compare codecs", id="compare"):
+                build_compare_tab(ws)
             with gr.Tab("Run", id="run"):
                 gr.Markdown(
                     "Choose a video (a path inside the allowed folders, or an upload), a profile and "

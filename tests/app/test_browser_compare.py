@@ -36,28 +36,6 @@ pytestmark = [
     ),
 ]
 
-# A minimal copy of the app's key handler (app/main.py): while #compare_panes is on screen the
-# frame keys press the tab's hidden cmp_* buttons.
-HARNESS_KEY_JS = """
-() => {
-  document.addEventListener('keydown', (e) => {
-    const tag = (e.target && e.target.tagName) || '';
-    if (['INPUT', 'TEXTAREA', 'SELECT'].includes(tag) && e.target.type !== 'range') return;
-    const map = {
-      ArrowLeft: e.shiftKey ? 'prev_key' : 'prev',
-      ArrowRight: e.shiftKey ? 'next_key' : 'next',
-      ',': 'prev', '.': 'next', '[': 'prev_group', ']': 'next_group', Home: 'home', End: 'end',
-    };
-    const action = map[e.key];
-    const panes = document.querySelector('#compare_panes');
-    if (!action || !panes || !panes.offsetParent) return;
-    e.preventDefault();
-    e.stopPropagation();
-    document.querySelector('#cmp_' + action)?.click();
-  }, true);
-}
-"""
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -68,27 +46,16 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def app_url(shared_videos, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    import gradio as gr
-
-    from app.compare_tab import CSS, build_compare_tab
+    from app.main import build_app, serve
     from app.workspace import Workspace
 
     work = tmp_path_factory.mktemp("compare_app")
     db = work / "sessions.duckdb"
     make_comparison(db, shared_videos / "real_h264_flower_timelapse.mp4")
     ws = Workspace(store_path=db, input_roots=(shared_videos,), output_root=work / "out")
-    with gr.Blocks() as demo:
-        with gr.Tab("Compare codecs"):
-            build_compare_tab(ws)
+    demo = build_app(ws)  # the real app, its key handler included; no run open in the inspector
     port = _free_port()
-    demo.launch(
-        server_name="127.0.0.1",
-        server_port=port,
-        prevent_thread_lock=True,
-        quiet=True,
-        js=HARNESS_KEY_JS,
-        css=CSS,
-    )
+    serve(demo, ws, host="127.0.0.1", port=port, block=False)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -110,6 +77,7 @@ def page(app_url: str) -> Iterator[object]:
             ),
         )
         pg.goto(app_url)
+        pg.get_by_role("tab", name="Compare codecs").click()
         pg.wait_for_selector(f"#cmp_pane_{PANES - 1} img", timeout=60_000)
         yield pg
         assert not external, f"the page reached outside the machine: {external[:3]}"
