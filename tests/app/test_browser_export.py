@@ -58,23 +58,11 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, h264_clip: Path) -> Iter
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str]:
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    import gradio as gr
+    from app.main import build_app, serve
 
-    from app.export_panel import build_export_panel
-
-    with gr.Blocks(title="export") as demo:
-        with gr.Row(elem_id="hidden_controls"):
-            run_box = gr.Textbox(value=workspace.run_id, elem_id="run_id")
-            slider = gr.Slider(0, 47, value=12, step=1, elem_id="frame_slider")
-        build_export_panel(workspace, run_box, slider)
+    demo = build_app(workspace, run_id=workspace.run_id)  # the real app; the panel is in Inspect
     port = _free_port()
-    demo.launch(
-        server_name="127.0.0.1",
-        server_port=port,
-        prevent_thread_lock=True,
-        quiet=True,
-        css="#hidden_controls { display: none !important; }",
-    )
+    serve(demo, workspace, host="127.0.0.1", port=port, block=False)
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:
@@ -94,9 +82,15 @@ def page(app_url: str) -> Iterator[object]:
                 None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
             ),
         )
-        pg.goto(app_url)
+        pg.goto(app_url, timeout=60_000)
+        pg.wait_for_selector("#frame_img", timeout=60_000)
+        pg.locator("#frame_slider input[type=range]").fill("12")  # the viewed frame
+        pg.wait_for_function(
+            "() => document.querySelector('#frame_info').innerText.startsWith('candidate 12 ')",
+            timeout=30_000,
+        )
         pg.get_by_text("Export", exact=True).first.click()  # open the accordion
-        pg.wait_for_selector("#export_btn", state="visible", timeout=30_000)
+        pg.wait_for_selector("#export_btn", state="visible", timeout=60_000)
         yield pg
         assert not external, f"the page reached outside the machine: {external[:3]}"
         browser.close()
