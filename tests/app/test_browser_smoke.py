@@ -288,11 +288,17 @@ def test_typed_paths_outside_the_allowed_folders_are_refused(page, workspace) ->
     _open_tab(page, "Inspect")
 
 
-def test_frame_route_serves_only_stored_runs(app_url: str) -> None:
+def test_the_server_reads_no_file_outside_the_allowed_folders(app_url: str) -> None:
     import urllib.error
     import urllib.request
 
+    # The frame route takes run ids, never paths.
     for query in ("run=../../etc/passwd&row=0", "run=nope&row=0", "run=x&row=-1"):
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(f"{app_url}lens/frame?{query}", timeout=10)
         assert err.value.code in (404, 422)
+    # Gradio's file route serves only its cache and the work folder.
+    for path in ("/etc/passwd", "../../../../etc/passwd", str(REPO_ROOT / "pyproject.toml")):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{app_url}gradio_api/file={path}", timeout=10)
+        assert err.value.code in (403, 404)
