@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,20 +13,9 @@ import cv2
 import numpy as np
 import pytest
 from clips import encode_clip
-from conftest import REPO_ROOT, requires_cvp, requires_ffprobe
+from conftest import requires_ffprobe
+from lens_browser import BROWSER_MARKS, open_page, screenshot, served_app
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = REPO_ROOT / "artifacts" / "screenshots"
 CVP_CLI = Path(sys.executable).parent / "codec-video-prep"
 CVP_ARGS = [
     "--num_sampled_frames",
@@ -41,22 +28,7 @@ CVP_ARGS = [
     "png",
 ]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.needs_cvp,
-    pytest.mark.needs_ffprobe,
-    requires_cvp,
-    requires_ffprobe,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
-    ),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = [*BROWSER_MARKS, pytest.mark.needs_cvp, pytest.mark.needs_ffprobe, requires_ffprobe]
 
 
 @dataclass
@@ -71,8 +43,6 @@ class Setup:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    from app.main import build_app, serve
     from app.workspace import Workspace
     from backend.pipeline import SelectionOptions
     from backend.sessions import select_and_store
@@ -93,41 +63,20 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     options = SelectionOptions(num_sampled_frames=32, grouping_mode="fixed", group_size=8)
     run_id, result = select_and_store(clip, ws.store, options=options)
 
-    demo = build_app(ws, run_id=run_id)  # the real app; the canvases tab is one of its tabs
-    port = _free_port()
-    serve(demo, ws, host="127.0.0.1", port=port, block=False)
     try:
-        yield Setup(ws, run_id, result, clip, cvp_dir, f"http://127.0.0.1:{port}/")
+        # The real app; the canvases tab is one of its tabs.
+        with served_app(ws, run_id=run_id, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
+            yield Setup(ws, run_id, result, clip, cvp_dir, url)
     finally:
-        demo.close(verbose=False)
         ws.close()
 
 
 @pytest.fixture(scope="module")
 def page(setup: Setup) -> Iterator[Any]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1100})
-        external: list[str] = []
-        pg.on(
-            "request",
-            lambda r: (
-                None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
-            ),
-        )
-        pg.goto(setup.url)
+    with open_page(setup.url, height=1100) as pg:
         pg.get_by_role("tab", name="Canvases").click()
         pg.wait_for_selector("#canvas_recon img", timeout=60_000)
         yield pg
-        assert not external, f"the page reached outside the machine: {external[:3]}"
-        browser.close()
-
-
-def _shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
-    assert (ARTIFACTS / name).stat().st_size > 10_000
 
 
 def _shown_image(page: Any, selector: str) -> np.ndarray:
@@ -169,7 +118,7 @@ def test_reconstruction_renders_kept_patches_bright_and_the_rest_dimmed(setup: S
     # JPEG noise (about 6 levels here) against the dimming (about 100 levels on this texture).
     assert np.abs(shown[kept] - source[kept]).mean() < 10.0
     assert np.abs(shown[~kept] - source[~kept]).mean() > 50.0
-    _shot(page, "canvas_reconstruction.png")
+    screenshot(page, "canvas_reconstruction.png")
 
 
 def _hover_patch(page: Any, patch_row: int, patch_col: int, patch: int) -> str:
@@ -220,7 +169,7 @@ def test_hover_names_each_patch_source(setup: Setup, page: Any) -> None:
     page.wait_for_function(
         f"() => document.querySelector('#recon_info').innerText.startsWith('frame {main}:')", timeout=30_000
     )
-    _shot(page, "canvas_hover.png")
+    screenshot(page, "canvas_hover.png")
 
 
 def test_sparse_video_plays(setup: Setup, page: Any) -> None:
@@ -278,4 +227,4 @@ def test_import_panel_opens_the_imported_run(setup: Setup, page: Any) -> None:
     assert page.locator("#canvas_roundtrip").inner_text().startswith("Round trip: PASS")
     run = setup.ws.store.get_run(new_id)
     assert run.config["imported_from"] == str(setup.cvp_dir.resolve())
-    _shot(page, "canvas_imported.png")
+    screenshot(page, "canvas_imported.png")

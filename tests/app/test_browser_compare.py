@@ -3,85 +3,40 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from compare_clips import make_comparison
-from conftest import REPO_ROOT, requires_cvp
+from lens_browser import ARTIFACTS, BROWSER_MARKS, open_page, served_app
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = REPO_ROOT / "artifacts" / "screenshots"
 PANES = 4
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.needs_cvp,
-    requires_cvp,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
-    ),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = [*BROWSER_MARKS, pytest.mark.needs_cvp]
 
 
 @pytest.fixture(scope="module")
 def app_url(shared_videos, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    from app.main import build_app, serve
     from app.workspace import Workspace
 
     work = tmp_path_factory.mktemp("compare_app")
     db = work / "sessions.duckdb"
     make_comparison(db, shared_videos / "real_h264_flower_timelapse.mp4")
     ws = Workspace(store_path=db, input_roots=(shared_videos,), output_root=work / "out")
-    demo = build_app(ws)  # the real app, its key handler included; no run open in the inspector
-    port = _free_port()
-    serve(demo, ws, host="127.0.0.1", port=port, block=False)
     try:
-        yield f"http://127.0.0.1:{port}/"
+        # The real app, its key handler included; no run is open in the inspector.
+        with served_app(ws, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
+            yield url
     finally:
-        demo.close(verbose=False)
         ws.close()
 
 
 @pytest.fixture(scope="module")
 def page(app_url: str) -> Iterator[object]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        external: list[str] = []
-        pg.on(
-            "request",
-            lambda r: (
-                None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
-            ),
-        )
-        pg.goto(app_url)
+    with open_page(app_url) as pg:
         pg.get_by_role("tab", name="Compare codecs").click()
         pg.wait_for_selector(f"#cmp_pane_{PANES - 1} img", timeout=60_000)
         yield pg
-        assert not external, f"the page reached outside the machine: {external[:3]}"
-        browser.close()
 
 
 def _frames(page) -> list[int]:

@@ -3,40 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import av
 import pytest
-from conftest import requires_cvp
+from lens_browser import BROWSER_MARKS, open_page, served_app
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = [
-    pytest.mark.browser,
-    requires_cvp,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
-    ),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
@@ -57,32 +31,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, h264_clip: Path) -> Iter
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str]:
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    from app.main import build_app, serve
-
-    demo = build_app(workspace, run_id=workspace.run_id)  # the real app; the panel is in Inspect
-    port = _free_port()
-    serve(demo, workspace, host="127.0.0.1", port=port, block=False)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close(verbose=False)
+    # The real app; the export panel sits under the inspector.
+    with served_app(workspace, run_id=workspace.run_id, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page(app_url: str) -> Iterator[object]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-        external: list[str] = []
-        pg.on(
-            "request",
-            lambda r: (
-                None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
-            ),
-        )
-        pg.goto(app_url, timeout=60_000)
+    with open_page(app_url, accept_downloads=True) as pg:
         pg.wait_for_selector("#frame_img", timeout=60_000)
         pg.locator("#frame_slider input[type=range]").fill("12")  # the viewed frame
         pg.wait_for_function(
@@ -92,8 +48,6 @@ def page(app_url: str) -> Iterator[object]:
         pg.get_by_text("Export", exact=True).first.click()  # open the accordion
         pg.wait_for_selector("#export_btn", state="visible", timeout=60_000)
         yield pg
-        assert not external, f"the page reached outside the machine: {external[:3]}"
-        browser.close()
 
 
 def _download_link(page, elem_id: str, suffix: str):

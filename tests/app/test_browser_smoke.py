@@ -2,40 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from conftest import REPO_ROOT
+from lens_browser import ARTIFACTS, BROWSER_MARKS, open_page, served_app
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = REPO_ROOT / "artifacts" / "screenshots"
-
-pytestmark = [
-    pytest.mark.browser,
-    requires_cvp,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
-    ),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
@@ -50,40 +23,22 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str]:
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    from app.main import SAMPLE_VIDEO, build_app, ensure_run, serve
+    from app.main import SAMPLE_VIDEO, ensure_run
 
-    demo = build_app(workspace, run_id=ensure_run(workspace, SAMPLE_VIDEO))
-    port = _free_port()
-    serve(demo, workspace, host="127.0.0.1", port=port, block=False)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close(verbose=False)
+    run_id = ensure_run(workspace, SAMPLE_VIDEO)
+    with served_app(workspace, run_id=run_id, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page(app_url: str) -> Iterator[object]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        external: list[str] = []
-        pg.on(
-            "request",
-            lambda r: (
-                None if r.url.startswith(("http://127.0.0.1", "data:", "blob:")) else external.append(r.url)
-            ),
-        )
-        pg.goto(app_url)
+    with open_page(app_url) as pg:
         pg.wait_for_function(
             "() => { const i = document.querySelector('#frame_img');"
             " return i && i.complete && i.naturalWidth; }",
             timeout=30_000,
         )
         yield pg
-        assert not external, f"the page reached outside the machine: {external[:3]}"
-        browser.close()
 
 
 def test_loads_on_the_sample_with_a_finished_run(page) -> None:
