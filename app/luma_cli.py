@@ -18,7 +18,7 @@ _DESCRIPTION = """\
 Measure the per-frame luma bias of a decoder output against a reference (spec: luma-bias.md).
 
   luma-bias [analyze] --reference R --test T [--official O] [--geometry h3|gop] [--offset N]
-                      [--truncate] [--json OUT] [--plot OUT.html]
+                      [--truncate] [--json OUT] [--plot OUT.html] [--session-db DB]
   luma-bias fit --references DIR --train T... [--test T...] --out coeffs.json [--json OUT]
   luma-bias apply COEFFS --test T --out corrected.mp4 [--reference R] [--lossless] [--json OUT]
   luma-bias fast-reader VIDEO [--json OUT] [--plot OUT.html]
@@ -26,6 +26,9 @@ Measure the per-frame luma bias of a decoder output against a reference (spec: l
   luma-bias batch --references DIR --tests DIR [--json OUT]
 
 Options of an action come after its name. --json - prints the JSON to stdout."""
+
+
+_SESSION_DB_HELP = "store the analysis in this session database (DuckDB) and print its id"
 
 
 def _add_geometry_options(parser: argparse.ArgumentParser, *, default: str) -> None:
@@ -70,6 +73,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--official", type=Path, help="a second reference (e.g. the official decode)")
     parser.add_argument("--json", help="write the results as JSON to this file (- for stdout)")
     parser.add_argument("--plot", type=Path, help="write a self-contained plotly HTML report")
+    parser.add_argument("--session-db", type=Path, help=_SESSION_DB_HELP)
     _add_measure_options(parser)
     _add_geometry_options(parser, default="h3")
     actions = parser.add_subparsers(dest="luma_action", metavar="ACTION", title="actions (default: analyze)")
@@ -80,6 +84,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ana.add_argument("--official", type=Path)
     ana.add_argument("--json")
     ana.add_argument("--plot", type=Path)
+    ana.add_argument("--session-db", type=Path, help=_SESSION_DB_HELP)
     _add_measure_options(ana)
     _add_geometry_options(ana, default="h3")
 
@@ -218,6 +223,13 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         args.test, args.reference, official=args.official, geometry=_geometry(args), config=_measure(args)
     )
     _print_analysis(analysis, _info_stream(args))
+    if args.session_db is not None:
+        from backend.luma_store import store_analysis
+        from backend.store import SessionStore
+
+        with SessionStore(args.session_db) as store:
+            analysis_id = store_analysis(store, analysis, config=_measure(args))
+        print(f"analysis id: {analysis_id} (stored in {args.session_db})", file=_info_stream(args))
     _write_json(args.json, analysis.to_json())
     if args.plot:
         write_plot(analysis, args.plot)
@@ -395,108 +407,12 @@ def write_plot(analysis: Any, path: str | Path) -> Path:
 
 
 def plot_html(analysis: Any) -> str:
-    """HTML with plotly.js inlined (works offline)."""
-    import numpy as np
-    import plotly.graph_objects as go
-    from plotly.colors import qualitative
+    """HTML with plotly.js inlined (works offline): bias(t), the stacked chunks and the per-slot table."""
+    from views.luma_view import prepare_bias_plot, prepare_stacked_plot
 
-    palette = qualitative.Plotly + qualitative.D3
     report = analysis.report
-    layout = report.layout
-    t = report.frames.frame_index
-    bias_fig = go.Figure()
-    for k, rep in enumerate(analysis.reports):
-        bias_fig.add_trace(
-            go.Scatter(
-                x=t,
-                y=rep.bias,
-                mode="lines",
-                name=f"bias vs {rep.frames.reference_label}",
-                line={"color": "#888" if k else "#333", "width": 1, "dash": "dot" if k else "solid"},
-            )
-        )
-    for slot in np.unique(layout.slot):
-        sel = layout.slot == slot
-        bias_fig.add_trace(
-            go.Scatter(
-                x=t[sel],
-                y=report.bias[sel],
-                mode="markers",
-                name=f"slot {slot}",
-                marker={"color": palette[int(slot) % len(palette)], "size": 6},
-                customdata=np.stack([layout.position[sel], layout.chunk[sel]], axis=1),
-                hovertemplate=(
-                    "frame %{x}<br>bias %{y:.3f}<br>position %{customdata[0]}, chunk %{customdata[1]}"
-                ),
-            )
-        )
-    bounds = t[layout.is_boundary]
-    if bounds.size:
-        lo, hi = float(np.nanmin(report.bias)), float(np.nanmax(report.bias))
-        xs: list[Any] = []
-        ys: list[Any] = []
-        for b in bounds:
-            xs += [b - 0.5, b - 0.5, None]
-            ys += [lo, hi, None]
-        bias_fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                name="token boundary" if layout.geometry == "h3" else "GOP boundary",
-                line={"color": "rgba(120,120,120,0.35)", "width": 1},
-                hoverinfo="skip",
-            )
-        )
-    summary = report.summary()
-    bias_fig.update_layout(
-        title=(
-            f"bias(t) = meanY(test) − meanY({report.frames.reference_label}); p95 all "
-            f"{_fmt(summary['p95_all'], '.3f')}, steady {_fmt(summary['p95_steady'], '.3f')}, "
-            f"jump 0→1 {_fmt(summary['jump_0_1'])}"
-        ),
-        xaxis_title="frame index",
-        yaxis_title="bias (levels)",
-        template="plotly_white",
-        height=450,
-    )
-    stacked = report.stacked
-    stack_fig = go.Figure()
-    positions = np.arange(stacked.bias.shape[1])
-    for row, chunk in zip(stacked.bias, stacked.chunk, strict=True):
-        stack_fig.add_trace(
-            go.Scatter(
-                x=positions,
-                y=row,
-                mode="lines+markers",
-                name=f"chunk {chunk}",
-                line={"width": 1},
-                marker={"size": 4},
-                opacity=0.6,
-            )
-        )
-    if stacked.chunk.size:
-        with np.errstate(all="ignore"):
-            mean = np.nanmean(stacked.bias, axis=0)
-        stack_fig.add_trace(
-            go.Scatter(x=positions, y=mean, mode="lines", name="mean", line={"color": "black", "width": 3})
-        )
-    labels = [f"{r}<br>s{s}" if s >= 0 else str(r) for r, s in enumerate(stacked.slot_by_position)]
-    first = "third" if layout.stack_from_chunk == 2 else "first"
-    stack_fig.update_layout(
-        title=(
-            f"stacked chunks (from the {first} chunk on): bias by in-chunk position r, labelled with its slot"
-        ),
-        xaxis={
-            "title": "in-chunk position r / slot",
-            "tickmode": "array",
-            "tickvals": positions,
-            "ticktext": labels,
-        },
-        yaxis_title="bias (levels)",
-        template="plotly_white",
-        height=450,
-    )
+    bias_fig = prepare_bias_plot(analysis)
+    stack_fig = prepare_stacked_plot(report)
     rows = "".join(
         f"<tr><td>{r['slot']}</td><td>{r['count']}</td><td>{_fmt(r['mean'])}</td>"
         f"<td>{_fmt(r['std'], '.3f')}</td></tr>"

@@ -21,7 +21,7 @@ from backend.errors import CodecLensError, DecodeError, InputError
 from backend.luma_geometry import GopGeometry, LumaGeometry, SlotLayout
 from backend.probe import ProbeConfig, check_input_file, probe
 from backend.records import _check, _ShapeRepr
-from native import gateway
+from native.luma_frames import Yuv420Frame, iter_luma_frames
 
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 """BT.601 full-range luma of 8-bit RGB, Y = 0.299 R + 0.587 G + 0.114 B."""
@@ -29,9 +29,10 @@ _W = np.asarray(LUMA_WEIGHTS, dtype=np.float64)
 # 1000·Y = 299 R + 587 G + 114 B is an integer below 2**24, so float32 holds every luma
 # difference exactly and the squared sum (in float64) is exact: no weight rounding.
 _W1000_ROW = np.asarray([[299.0, 587.0, 114.0]], dtype=np.float32)
-# Rows per slice of the float luma difference: at 1344 px wide a slice's float copy (0.5 MB) stays
-# in the CPU cache between the conversion, the transform and the norm.
-_SLICE_ROWS = 32
+# Rows per slice of the float luma difference: at 1344 px wide a slice's float copy (258 KB) stays
+# in the CPU cache between the conversion, the transform and the norm, and its squared sum stays
+# below 2**53 (exact) for frames up to ~6000 px wide.
+_SLICE_ROWS = 16
 JSON_VERSION = 1
 
 
@@ -127,24 +128,50 @@ class _PairKernel:
     """One pass over a test frame and its references: channel sums, cell sums and Y SSE.
 
     The frame is walked in bands of ``cell`` rows so that each band of every input is read
-    while it is still in the CPU cache. Per band: the test's column sums (uint8 → uint16),
-    the int16 difference test − reference, its column sums, and the squared luma of the
-    difference in slices of ``_SLICE_ROWS`` rows. Reference sums are test sums minus
-    difference sums, so every reference costs one subtraction pass, not two reductions.
+    from memory once and then worked on in the CPU cache; a :class:`Yuv420Frame` is converted
+    to RGB band by band into a scratch buffer, so its RGB never leaves the cache. Per band:
+    the test band widened to
+    int16 in a scratch buffer and its column sums; per reference, its band widened the same
+    way, the difference test − reference computed in place, the difference's column sums,
+    and the squared luma of the difference in float32 slices of ``_SLICE_ROWS`` rows.
+    Reference sums are test sums minus difference sums. Every numpy operation runs on one
+    dtype with a preallocated output: numpy's mixed-type loops (``subtract(uint8, uint8,
+    dtype=int16)``, uint8 → uint16 reductions) cast through small buffers and cost 2–4× more.
+    Scratch buffers are per thread, so one kernel serves several measuring threads.
     """
 
     def __init__(self, height: int, width: int, cell: int) -> None:
         self.height, self.width, self.cell = height, width, cell
         self.rows, self.cols = height // cell, width // cell
         self.bands = -(-height // cell)
-        # Column sums over `cell` rows: uint8 fits uint16 up to 257 rows and a signed difference
-        # fits int16 up to 128 rows. Narrow accumulators halve the memory traffic, and an explicit
-        # dtype keeps numpy from widening the reduction to int64 (7× slower here).
-        self.acc = np.uint16 if cell * 255 <= np.iinfo(np.uint16).max else np.uint32
-        self.dacc = np.int16 if cell * 255 <= np.iinfo(np.int16).max else np.int32
+        # Column sums over `cell` rows of values in [-255, 255] fit int16 up to 128 rows; an
+        # explicit dtype keeps numpy from widening the reduction to int64 (7× slower here).
+        self.acc = np.int16 if cell * 255 <= np.iinfo(np.int16).max else np.int32
         # Cell sums as one small matrix product: each cell's c·3 interleaved column sums times a
         # selection matrix that adds up every third value (numpy's strided sum is far slower).
         self.select = np.tile(np.eye(3), (cell, 1))
+        self._scratch = threading.local()
+
+    def _buffers(self) -> Any:
+        s = self._scratch
+        if not hasattr(s, "test"):
+            w, rows = self.width, min(self.cell, self.height)
+            s.test = np.empty((rows, w * 3), np.int16)
+            s.diff = np.empty((rows, w * 3), np.int16)
+            s.part = np.empty((_SLICE_ROWS, w, 3), np.float32)
+            s.luma = np.empty((_SLICE_ROWS, w), np.float32)
+            s.test_rgb = np.empty((rows, w, 3), np.uint8)
+            s.ref_rgb = np.empty((rows, w, 3), np.uint8)
+            s.i420 = np.empty((rows * 3 // 2, w), np.uint8)
+        return s
+
+    def _rows(
+        self, frame: np.ndarray | Yuv420Frame, y0: int, y1: int, out: np.ndarray, i420: np.ndarray
+    ) -> np.ndarray:
+        """(y1 − y0, W·3) uint8 RGB rows of an array (a view) or a yuv420p frame (converted into ``out``)."""
+        if isinstance(frame, np.ndarray):
+            return frame[y0:y1].reshape(y1 - y0, self.width * 3)
+        return frame.rgb_rows(y0, y1, out=out, scratch=i420).reshape(y1 - y0, self.width * 3)
 
     def _finish(self, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(3,) int64 channel sums and (rows, cols, 3) int64 cell sums from band column sums."""
@@ -155,25 +182,40 @@ class _PairKernel:
         # Exact: every cell sum is an integer far below 2**53.
         return channels, np.rint(cells).astype(np.int64).reshape(self.rows, self.cols, 3)
 
+    def _luma_sse(self, diff: np.ndarray, part: np.ndarray, luma: np.ndarray) -> float:
+        """Σ (1000·ΔY)² of an int16 (rows, W·3) difference band, exact in float64."""
+        w3 = self.width * 3
+        total = 0.0
+        for ys in range(0, diff.shape[0], _SLICE_ROWS):
+            rows = min(_SLICE_ROWS, diff.shape[0] - ys)
+            np.copyto(part[:rows].reshape(rows, w3), diff[ys : ys + rows])
+            cv2.transform(part[:rows], _W1000_ROW, dst=luma[:rows])
+            total += cv2.norm(luma[:rows], cv2.NORM_L2SQR)
+        return total
+
     def __call__(
-        self, test: np.ndarray, refs: Sequence[np.ndarray]
+        self, test: np.ndarray | Yuv420Frame, refs: Sequence[np.ndarray | Yuv420Frame]
     ) -> tuple[tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray, float]]]:
         """Test (channel sums, cell sums) and, per reference, (channel sums, cell sums, Y SSE)."""
+        if self.cell % 2:  # yuv420p bands must start on even rows: convert such frames whole
+            test = test.to_rgb() if isinstance(test, Yuv420Frame) else test
+            refs = [r.to_rgb() if isinstance(r, Yuv420Frame) else r for r in refs]
         w3 = self.width * 3
+        s = self._buffers()
         cols_t = np.empty((self.bands, w3), self.acc)
-        cols_d = [np.empty((self.bands, w3), self.dacc) for _ in refs]
+        cols_d = [np.empty((self.bands, w3), self.acc) for _ in refs]
         sse = [0.0] * len(refs)
         for band in range(self.bands):
             y0 = band * self.cell
             y1 = min(self.height, y0 + self.cell)
-            t = test[y0:y1].reshape(y1 - y0, w3)
+            t, d = s.test[: y1 - y0], s.diff[: y1 - y0]
+            np.copyto(t, self._rows(test, y0, y1, s.test_rgb, s.i420))
             np.add.reduce(t, axis=0, dtype=self.acc, out=cols_t[band])
             for i, ref in enumerate(refs):
-                diff = np.subtract(t, ref[y0:y1].reshape(y1 - y0, w3), dtype=np.int16)
-                np.add.reduce(diff, axis=0, dtype=self.dacc, out=cols_d[i][band])
-                for ys in range(0, y1 - y0, _SLICE_ROWS):
-                    part = diff[ys : ys + _SLICE_ROWS].astype(np.float32).reshape(-1, self.width, 3)
-                    sse[i] += cv2.norm(cv2.transform(part, _W1000_ROW), cv2.NORM_L2SQR)
+                np.copyto(d, self._rows(ref, y0, y1, s.ref_rgb, s.i420))
+                np.subtract(t, d, out=d)
+                np.add.reduce(d, axis=0, dtype=self.acc, out=cols_d[i][band])
+                sse[i] += self._luma_sse(d, s.part, s.luma)
         t_chan, t_cells = self._finish(cols_t)
         out = []
         for cols, e in zip(cols_d, sse, strict=True):
@@ -182,7 +224,9 @@ class _PairKernel:
         return (t_chan, t_cells), out
 
 
-def _check_frame(frame: Any, name: str, index: int) -> np.ndarray:
+def _check_frame(frame: Any, name: str, index: int) -> np.ndarray | Yuv420Frame:
+    if isinstance(frame, Yuv420Frame):
+        return frame
     if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
         shape = getattr(frame, "shape", None)
         raise InputError(f"frame {index} is not (H, W, 3) uint8 RGB (got {shape})", path=name)
@@ -224,8 +268,9 @@ def measure_frames(
 
     Parameters
     ----------
-    test_frames : iterable of (H, W, 3) uint8 RGB frames, the decoder output under study.
-    reference_frames : one iterable per reference, same frame type and size.
+    test_frames : iterable of (H, W, 3) uint8 RGB frames (or ``Yuv420Frame``, converted to
+        RGB band by band), the decoder output under study.
+    reference_frames : one iterable per reference, frames of the same size.
     config : offset, truncation and cell size.
     test_name, reference_names : names used in error messages (file paths for videos).
     reference_labels : ``reference`` / ``official`` per reference (default: reference, official).
@@ -914,8 +959,9 @@ def analyze_videos(
 ) -> LumaAnalysis:
     """Analyse a test video against a reference (and optionally an official decode).
 
-    Every input is decoded to RGB by the gateway (a normal FFmpeg decode) in its own thread
-    and streamed; per-frame sums are all that is kept.
+    Every input is decoded (a normal FFmpeg decode) in its own thread and streamed; RGB
+    conversion happens band by band in the measuring threads; per-frame sums are all that is
+    kept.
 
     Parameters
     ----------
@@ -923,8 +969,9 @@ def analyze_videos(
     geometry : LatentWindowGeometry or GopGeometry (GOP keyframes come from the test video).
     config : offset, truncation and cell size.
     keyframes : override the test video's keyframes for the GOP model.
-    test_reader, reference_reader : frame sources (default ``gateway.iter_rgb``); the decoder
-        pairs use cvp's fast reader here.
+    test_reader, reference_reader : frame sources (default ``iter_luma_frames``: the frames
+        of ``gateway.iter_rgb``, yuv420p ones converted band by band in the kernel); the
+        decoder pairs use cvp's fast reader here.
 
     Returns
     -------
@@ -942,8 +989,8 @@ def analyze_videos(
     keys: tuple[int, ...] = ()
     if isinstance(geometry, GopGeometry) and geometry.every == 0:
         keys = tuple(int(k) for k in keyframes) if keyframes is not None else infos[0].keyframe_indices
-    test_src = _decoded(test, test_reader or gateway.iter_rgb)
-    ref_srcs = [_decoded(p, reference_reader or gateway.iter_rgb) for p in paths[1:]]
+    test_src = _decoded(test, test_reader or iter_luma_frames)
+    ref_srcs = [_decoded(p, reference_reader or iter_luma_frames) for p in paths[1:]]
     streams = [Prefetch(s) for s in (test_src, *ref_srcs)]
     try:
         measured = measure_frames(

@@ -194,6 +194,23 @@ def load_model(path: str | Path) -> CorrectionModel:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"not a coefficients file (invalid JSON: {exc})", path=p) from exc
+    return model_from_json(data, source=p)
+
+
+def model_from_json(data: Any, *, source: str | Path) -> CorrectionModel:
+    """Build a model from the content of a coefficients file (see :meth:`CorrectionModel.to_json`).
+
+    Parameters
+    ----------
+    data : the decoded JSON.
+    source : named in errors (the file, or the stored fit).
+
+    Raises
+    ------
+    InputError : not a coefficients file, wrong version, or arrays whose shape does not match
+        the stored geometry.
+    """
+    p = source
     if not isinstance(data, dict) or data.get("format") != COEFFS_FORMAT:
         raise InputError(f"not a luma-correction coefficients file (format is not {COEFFS_FORMAT!r})", path=p)
     version = data.get("version")

@@ -71,6 +71,28 @@ _MIGRATIONS = {
         """CREATE TABLE view_states (
             run_id VARCHAR PRIMARY KEY, view_json JSON, updated_at TIMESTAMP)""",
         # -- luma-bias tables (issue 5) --
+        """CREATE TABLE luma_analyses (
+            analysis_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, test_path VARCHAR NOT NULL,
+            test_sha256 VARCHAR, reference_path VARCHAR NOT NULL, reference_sha256 VARCHAR, official_path VARCHAR,
+            official_sha256 VARCHAR, geometry_json JSON, keyframes_json JSON, config_json JSON,
+            width INTEGER, height INTEGER, cell INTEGER, "offset" INTEGER, truncated BOOLEAN, frames INTEGER,
+            p95_all DOUBLE, p95_steady DOUBLE, jump_0_1 DOUBLE, mean_bias DOUBLE, mean_abs_bias DOUBLE,
+            y_psnr_db DOUBLE, summaries_json JSON, versions_json JSON, fit_id VARCHAR, created_at TIMESTAMP)""",
+        """CREATE TABLE luma_frames (
+            analysis_id VARCHAR NOT NULL, reference_label VARCHAR NOT NULL, frame_index INTEGER NOT NULL,
+            reference_index INTEGER, bias DOUBLE, psnr_db DOUBLE, y_mse DOUBLE, test_mean_rgb DOUBLE[3],
+            reference_mean_rgb DOUBLE[3], slot INTEGER, position INTEGER, latent INTEGER, chunk INTEGER,
+            in_chunk INTEGER, is_boundary BOOLEAN, is_steady BOOLEAN, test_cells BLOB, diff_cells BLOB)""",
+        """CREATE TABLE luma_slots (
+            analysis_id VARCHAR NOT NULL, reference_label VARCHAR NOT NULL, slot INTEGER, position INTEGER,
+            count BIGINT, mean DOUBLE, std DOUBLE)""",
+        """CREATE TABLE luma_gains (
+            analysis_id VARCHAR NOT NULL, reference_label VARCHAR NOT NULL, slot INTEGER, a DOUBLE, b DOUBLE,
+            cells BIGINT, rms_residual DOUBLE)""",
+        """CREATE TABLE luma_fits (
+            fit_id VARCHAR PRIMARY KEY, coeffs_format VARCHAR, coeffs_version INTEGER, coeffs_path VARCHAR,
+            coeffs_json JSON, coefficient_count INTEGER, geometry_json JSON, cell INTEGER,
+            train_json JSON, test_json JSON, evaluation_json JSON, versions_json JSON, created_at TIMESTAMP)""",
         # -- codec comparison tables (issue 6) --
         """CREATE TABLE comparisons (
             comparison_id VARCHAR PRIMARY KEY, status VARCHAR NOT NULL, error VARCHAR, source_path VARCHAR,
@@ -638,6 +660,125 @@ class SessionStore:
             for name in _COMPARISON_TABLES:
                 tx.execute(f"DELETE FROM {name} WHERE comparison_id = ?", [comparison_id])
             tx.execute("DELETE FROM comparisons WHERE comparison_id = ?", [comparison_id])
+
+    # -- luma-bias analyses and fits (issue 5) ---------------------------------------------
+
+    def insert_luma_analysis(self, row: dict[str, Any], tables: dict[str, pd.DataFrame]) -> str:
+        """Insert a luma-bias analysis and its rows in one transaction; return its id.
+
+        Parameters
+        ----------
+        row : ``luma_analyses`` columns other than analysis_id and created_at; values of
+            ``*_json`` columns are Python objects (dumped here).
+        tables : ``luma_frames`` / ``luma_slots`` / ``luma_gains`` → DataFrame whose columns are
+            that table's columns minus analysis_id.
+        """
+        analysis_id = uuid.uuid4().hex[:12]
+        values = {k: json.dumps(v) if k.endswith("_json") else v for k, v in row.items()}
+        cols = ["analysis_id", *values, "created_at"]
+        with self._transaction() as tx:
+            tx.execute(
+                f"INSERT INTO luma_analyses ({_quoted(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [analysis_id, *values.values(), _now()],
+            )
+            for name, frame in tables.items():
+                _check_luma_table(name)
+                tx.register("incoming_luma", frame)
+                names = _quoted(frame.columns)
+                tx.execute(
+                    f"INSERT INTO {name} (analysis_id, {names}) SELECT ?, {names} FROM incoming_luma",
+                    [analysis_id],
+                )
+                tx.unregister("incoming_luma")
+        return analysis_id
+
+    def luma_analysis(self, analysis_id: str) -> dict[str, Any]:
+        """One ``luma_analyses`` row as a dict; ``x_json`` columns come back decoded as ``x``."""
+        df = (
+            self._con.cursor()
+            .execute("SELECT * FROM luma_analyses WHERE analysis_id = ?", [analysis_id])
+            .fetchdf()
+        )
+        if df.empty:
+            raise StoreError(f"no luma-bias analysis with id {analysis_id!r}", path=self.path, stage="store")
+        return _luma_row(df.iloc[0].to_dict())
+
+    def list_luma_analyses(self) -> list[dict[str, Any]]:
+        """Every luma-bias analysis, newest first (rows as :meth:`luma_analysis` returns them)."""
+        df = self._con.cursor().execute("SELECT * FROM luma_analyses ORDER BY created_at DESC").fetchdf()
+        return [_luma_row(r) for r in df.to_dict(orient="records")]
+
+    def luma_table(self, name: str, analysis_id: str) -> pd.DataFrame:
+        """One analysis's rows of a luma table (without analysis_id), ordered by reference and key."""
+        _check_luma_table(name)
+        order = {
+            "luma_frames": "reference_label, frame_index",
+            "luma_slots": "reference_label, slot, position",
+            "luma_gains": "reference_label, slot",
+        }[name]
+        sql = f"SELECT * EXCLUDE (analysis_id) FROM {name} WHERE analysis_id = ? ORDER BY {order}"
+        return self._con.cursor().execute(sql, [analysis_id]).fetchdf()
+
+    def delete_luma_analysis(self, analysis_id: str) -> None:
+        """Remove an analysis and its rows (fits that used it keep their coefficients)."""
+        self.luma_analysis(analysis_id)
+        with self._transaction() as tx:
+            for name in _LUMA_TABLES:
+                tx.execute(f"DELETE FROM {name} WHERE analysis_id = ?", [analysis_id])
+            tx.execute("DELETE FROM luma_analyses WHERE analysis_id = ?", [analysis_id])
+
+    def insert_luma_fit(self, row: dict[str, Any]) -> str:
+        """Insert a fitted correction (``luma_fits`` columns but fit_id and created_at); return its id."""
+        fit_id = uuid.uuid4().hex[:12]
+        values = {k: json.dumps(v) if k.endswith("_json") else v for k, v in row.items()}
+        cols = ["fit_id", *values, "created_at"]
+        with self._transaction() as tx:
+            tx.execute(
+                f"INSERT INTO luma_fits ({_quoted(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [fit_id, *values.values(), _now()],
+            )
+        return fit_id
+
+    def luma_fit(self, fit_id: str) -> dict[str, Any]:
+        """One ``luma_fits`` row as a dict (``x_json`` decoded as ``x``)."""
+        df = self._con.cursor().execute("SELECT * FROM luma_fits WHERE fit_id = ?", [fit_id]).fetchdf()
+        if df.empty:
+            raise StoreError(f"no luma-bias fit with id {fit_id!r}", path=self.path, stage="store")
+        return _luma_row(df.iloc[0].to_dict())
+
+    def list_luma_fits(self) -> list[dict[str, Any]]:
+        """Every stored fit, newest first."""
+        df = self._con.cursor().execute("SELECT * FROM luma_fits ORDER BY created_at DESC").fetchdf()
+        return [_luma_row(r) for r in df.to_dict(orient="records")]
+
+
+_LUMA_TABLES = ("luma_frames", "luma_slots", "luma_gains")
+
+
+def _check_luma_table(name: str) -> None:
+    if name not in _LUMA_TABLES:
+        raise ValueError(f"Invalid table ({name!r}). Supported values are {', '.join(_LUMA_TABLES)}.")
+
+
+def _quoted(columns: Any) -> str:
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def _luma_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A fetched luma row: ``x_json`` text → ``x``; NaN/NaT → None; timestamps as datetime."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, float) and np.isnan(value):
+            value = None
+        elif value is pd.NaT or value is None:
+            value = None
+        elif isinstance(value, pd.Timestamp):
+            value = value.to_pydatetime()
+        if key.endswith("_json"):
+            out[key[: -len("_json")]] = json.loads(value) if isinstance(value, str) else value
+        else:
+            out[key] = value
+    return out
 
 
 _RUN_TABLES = ("frames", "groups", "readiness_steps", "tokens", "score_grids")

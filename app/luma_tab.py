@@ -1,0 +1,300 @@
+"""Luma-bias tab: analyse a decoder output against references, reopen stored analyses, fit and apply."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+if TYPE_CHECKING:
+    from app.workspace import Workspace
+
+UPLOADS_DIR = "uploads"
+"""Uploads are copied here, under the workspace's output folder."""
+LUMA_DIR = "luma"
+"""Coefficients files and corrected videos are written here, under the output folder."""
+GEOMETRIES = ("h3", "gop")
+
+
+def resolve_input(ws: Workspace, text: str | None, *, what: str) -> Path:
+    """A typed or uploaded input path: inside the allowed folders (or the uploads folder), existing.
+
+    Raises
+    ------
+    InputError : empty, outside the allowed folders, or not a file.
+    """
+    from backend.errors import InputError
+    from backend.paths import resolve_within
+
+    if not text or not str(text).strip():
+        raise InputError(f"choose a {what} video (type a path or upload one)")
+    try:
+        path = ws.input_path(text)
+    except InputError:
+        try:  # the app's own uploads folder is always readable
+            path = resolve_within(text, (ws.output_root / UPLOADS_DIR,), kind="input")
+        except InputError:
+            path = None
+        if path is None:
+            raise
+    if not path.is_file():
+        raise InputError(f"no such {what} video file", path=text)
+    return path
+
+
+def store_upload(ws: Workspace, upload: Any) -> Path:
+    """Copy an uploaded file into the uploads folder and return its new path."""
+    from backend.errors import OutputError
+
+    src = Path(upload if isinstance(upload, str) else upload.name)
+    folder = ws.output_path(UPLOADS_DIR)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        dest = folder / src.name
+        shutil.copyfile(src, dest)
+    except OSError as exc:
+        raise OutputError(f"cannot store the upload ({exc.strerror or exc})", path=src.name) from exc
+    return dest
+
+
+def _safe_stem(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "video"
+
+
+def build_luma_tab(ws: Workspace) -> None:
+    """Build the luma-bias view inside the caller's current ``gr.Blocks`` / ``gr.Tab`` context.
+
+    Every analysis the tab runs is stored in ``ws.store``; stored analyses can be reopened,
+    used to fit a correction (train/test split by clip) and corrected (the corrected video is
+    written under ``ws.output_path("luma")`` and re-measured).
+    """
+    from backend.errors import CodecLensError
+    from backend.luma import MeasureConfig, analyze_videos
+    from backend.luma_geometry import make_geometry
+    from backend.luma_store import apply_stored, fit_stored, open_analysis, store_analysis
+    from views import luma_view
+
+    def fail(exc: Exception) -> gr.Error:
+        if isinstance(exc, CodecLensError):
+            return gr.Error(exc.one_line())
+        return gr.Error(str(exc).replace("\n", " "))
+
+    def analysis_choices() -> list[tuple[str, str]]:
+        return luma_view.prepare_analysis_choices(ws.store.list_luma_analyses())
+
+    def fit_choices() -> list[tuple[str, str]]:
+        return luma_view.prepare_fit_choices(ws.store.list_luma_fits())
+
+    def views_of(stored_id: str) -> list[Any]:
+        stored = open_analysis(ws.store, stored_id)
+        a = stored.analysis
+        return [
+            luma_view.prepare_summary(a, analysis_id=stored_id),
+            luma_view.prepare_bias_plot(a),
+            luma_view.prepare_stacked_plot(a.report),
+            luma_view.prepare_slot_table(a),
+            luma_view.prepare_slot_table(a, by_position=True),
+            luma_view.prepare_gain_scatter(a.report),
+        ]
+
+    gr.Markdown(
+        "Per-frame luma bias of a decoder output against a reference (and optionally the official "
+        "decode), by window slot. Paths must lie inside the allowed folders; uploads are copied into "
+        "the work folder. Every analysis is stored and can be reopened, fitted and corrected below."
+    )
+    with gr.Row():
+        with gr.Column():
+            reference = gr.Textbox(label="Reference video", elem_id="luma_reference", max_lines=1)
+            reference_up = gr.UploadButton("Upload reference", size="sm", elem_id="luma_reference_upload")
+        with gr.Column():
+            test = gr.Textbox(label="Test video (decoder output)", elem_id="luma_test", max_lines=1)
+            test_up = gr.UploadButton("Upload test", size="sm", elem_id="luma_test_upload")
+        with gr.Column():
+            official = gr.Textbox(label="Official decode (optional)", elem_id="luma_official", max_lines=1)
+            official_up = gr.UploadButton("Upload official", size="sm", elem_id="luma_official_upload")
+    with gr.Row():
+        geometry = gr.Radio(list(GEOMETRIES), value="h3", label="Geometry", elem_id="luma_geometry")
+        offset = gr.Number(
+            value=0, precision=0, label="Offset (test t ↔ reference t + N)", elem_id="luma_offset"
+        )
+        truncate = gr.Checkbox(value=False, label="Truncate to the shorter input", elem_id="luma_truncate")
+        analyze = gr.Button("Analyze", variant="primary", elem_id="luma_analyze")
+    summary = gr.Markdown("No analysis yet.", elem_id="luma_summary")
+    bias_plot = gr.Plot(label="bias(t) by slot", elem_id="luma_bias_plot")
+    with gr.Row():
+        stacked_plot = gr.Plot(label="Stacked chunks", elem_id="luma_stacked_plot")
+        gain_plot = gr.Plot(label="Cell gain per slot", elem_id="luma_gain_plot")
+    slot_table = gr.Dataframe(
+        headers=list(luma_view.SLOT_COLUMNS),
+        label="Per-slot bias (steady state)",
+        interactive=False,
+        elem_id="luma_slot_table",
+    )
+    with gr.Accordion("Per slot and position in the latent", open=False):
+        position_table = gr.Dataframe(
+            headers=list(luma_view.SLOT_POSITION_COLUMNS), interactive=False, elem_id="luma_position_table"
+        )
+    outputs = [summary, bias_plot, stacked_plot, slot_table, position_table, gain_plot]
+
+    with gr.Row():
+        stored = gr.Dropdown(
+            choices=analysis_choices(), label="Stored analyses", elem_id="luma_stored", scale=4
+        )
+        open_btn = gr.Button("Reopen", elem_id="luma_open", scale=1)
+
+    gr.Markdown("### Fit a correction\nChoose stored analyses to train on and held-out ones to test on.")
+    with gr.Row():
+        train = gr.Dropdown(choices=analysis_choices(), multiselect=True, label="Train", elem_id="luma_train")
+        held_out = gr.Dropdown(
+            choices=analysis_choices(), multiselect=True, label="Test (held out)", elem_id="luma_heldout"
+        )
+        fit_btn = gr.Button("Fit", elem_id="luma_fit_btn")
+    fit_info = gr.Markdown(elem_id="luma_fit_info")
+    with gr.Row():
+        fit_plot = gr.Plot(label="Held-out residual before / after", elem_id="luma_fit_plot")
+        fit_table = gr.Dataframe(
+            headers=list(luma_view.FIT_COLUMNS), interactive=False, elem_id="luma_fit_table"
+        )
+
+    gr.Markdown("### Apply a fit\nCorrects the test video of a stored analysis and re-measures it.")
+    with gr.Row():
+        fit_pick = gr.Dropdown(choices=fit_choices(), label="Fit", elem_id="luma_fit_pick")
+        apply_pick = gr.Dropdown(
+            choices=analysis_choices(), label="Analysis to correct", elem_id="luma_apply_pick"
+        )
+        lossless = gr.Checkbox(value=False, label="Lossless RGB output (libx264rgb)", elem_id="luma_lossless")
+        apply_btn = gr.Button("Apply", elem_id="luma_apply_btn")
+    apply_info = gr.Markdown(elem_id="luma_apply_info")
+    with gr.Row():
+        before_after = gr.Plot(label="bias(t) before / after", elem_id="luma_before_after")
+        before_after_slots = gr.Plot(label="Per-slot bias before / after", elem_id="luma_before_after_slots")
+    corrected_file = gr.File(label="Corrected video", interactive=False, elem_id="luma_corrected")
+
+    choice_boxes = [stored, train, held_out, apply_pick]
+
+    def refreshed(selected: str | None) -> list[Any]:
+        choices = analysis_choices()
+        return [gr.update(choices=choices, value=selected), *[gr.update(choices=choices)] * 3]
+
+    # -- analyse -----------------------------------------------------------------------------
+
+    def on_analyze(ref_text: str, test_text: str, official_text: str, geo: str, off: float, trunc: bool):
+        try:
+            ref_path = resolve_input(ws, ref_text, what="reference")
+            test_path = resolve_input(ws, test_text, what="test")
+            official_path = (
+                resolve_input(ws, official_text, what="official") if (official_text or "").strip() else None
+            )
+            config = MeasureConfig(offset=int(off or 0), truncate=bool(trunc))
+            analysis = analyze_videos(
+                test_path, ref_path, official=official_path, geometry=make_geometry(geo), config=config
+            )
+            analysis_id = store_analysis(ws.store, analysis, config=config)
+            return [*views_of(analysis_id), *refreshed(analysis_id)]
+        except (CodecLensError, ValueError) as exc:
+            raise fail(exc) from exc
+
+    analyze.click(
+        on_analyze,
+        [reference, test, official, geometry, offset, truncate],
+        [*outputs, *choice_boxes],
+        api_name=False,
+    )
+
+    def on_upload(upload: Any):
+        if upload is None:
+            return gr.update()
+        try:
+            return str(store_upload(ws, upload))
+        except CodecLensError as exc:
+            raise fail(exc) from exc
+
+    for button, box in ((reference_up, reference), (test_up, test), (official_up, official)):
+        button.upload(on_upload, button, box, api_name=False)
+
+    # -- reopen ------------------------------------------------------------------------------
+
+    def on_open(stored_id: str | None):
+        if not stored_id:
+            raise gr.Error("Choose a stored analysis to reopen.")
+        try:
+            return views_of(stored_id)
+        except (CodecLensError, ValueError) as exc:
+            raise fail(exc) from exc
+
+    open_btn.click(on_open, stored, outputs, api_name=False)
+
+    # -- fit ---------------------------------------------------------------------------------
+
+    def on_fit(train_ids: list[str] | None, test_ids: list[str] | None):
+        try:
+            folder = ws.output_path(LUMA_DIR)
+            folder.mkdir(parents=True, exist_ok=True)
+            count = len(ws.store.list_luma_fits())
+            coeffs = folder / f"coeffs_{count + 1:03d}.json"
+            fit_id, result = fit_stored(
+                ws.store, list(train_ids or []), list(test_ids or []), coeffs_path=coeffs
+            )
+        except (CodecLensError, ValueError) as exc:
+            raise fail(exc) from exc
+        info = (
+            f"Fit **{fit_id}**: {result.model.coefficient_count} coefficients "
+            f"({result.model.geometry.name}) on {len(result.train)} clip(s) → `{coeffs}`"
+        )
+        return (
+            info,
+            luma_view.prepare_fit_plot(result),
+            luma_view.prepare_fit_table(result),
+            gr.update(choices=fit_choices(), value=fit_id),
+        )
+
+    fit_btn.click(on_fit, [train, held_out], [fit_info, fit_plot, fit_table, fit_pick], api_name=False)
+
+    # -- apply -------------------------------------------------------------------------------
+
+    def on_apply(fit_id: str | None, analysis_id: str | None, lossless_rgb: bool):
+        if not fit_id or not analysis_id:
+            raise gr.Error("Choose a fit and a stored analysis to correct.")
+        try:
+            row = ws.store.luma_analysis(analysis_id)
+            test_path = resolve_input(ws, row["test_path"], what="test")
+            ref_path = resolve_input(ws, row["reference_path"], what="reference")
+            official_path = (
+                resolve_input(ws, row["official_path"], what="official") if row["official_path"] else None
+            )
+            out = ws.output_path(f"{LUMA_DIR}/{_safe_stem(test_path.stem)}.fit_{fit_id}.corrected.mp4")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            applied = apply_stored(
+                ws.store,
+                fit_id,
+                analysis_id,
+                test=test_path,
+                reference=ref_path,
+                official=official_path,
+                out=out,
+                lossless=bool(lossless_rgb),
+            )
+        except (CodecLensError, ValueError) as exc:
+            raise fail(exc) from exc
+        b, a = applied.before.report.summary(), applied.after.report.summary()
+        info = (
+            f"Wrote `{applied.corrected}`; re-measured as analysis **{applied.after_id}**. "
+            f"mean |bias| {b['mean_abs_bias']:.3f} → {a['mean_abs_bias']:.3f}"
+        )
+        return [
+            info,
+            luma_view.prepare_before_after_plot(applied.before, applied.after),
+            luma_view.prepare_before_after_slots(applied.before, applied.after),
+            str(applied.corrected),
+            *refreshed(applied.after_id),
+        ]
+
+    apply_btn.click(
+        on_apply,
+        [fit_pick, apply_pick, lossless],
+        [apply_info, before_after, before_after_slots, corrected_file, *choice_boxes],
+        api_name=False,
+    )
