@@ -269,6 +269,7 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
     from app.compare_tab import build_compare_tab
     from app.export_panel import build_export_panel
     from app.import_panel import build_import_panel
+    from app.luma_tab import build_luma_tab
     from backend.errors import CodecLensError
     from backend.pipeline import SelectionOptions
     from backend.probe import ProbeConfig, probe
@@ -399,6 +400,8 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                 build_canvas_tab(ws, run_box)
             with gr.Tab("Compare codecs", id="compare"):
                 build_compare_tab(ws)
+            with gr.Tab("Luma bias", id="luma"):
+                build_luma_tab(ws)
             with gr.Tab("Run", id="run"):
                 gr.Markdown(
                     "Choose a video (a path inside the allowed folders, or an upload), a profile and "

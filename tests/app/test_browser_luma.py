@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lens_browser import CHROMIUM, free_port, open_page, screenshot
+from lens_browser import CHROMIUM, open_page, screenshot, served_app
 from luma_clip_pairs import make_pair
 
 # The tab needs no codec-video-prep, so unlike the whole app's tests it runs without the cvp wheel.
@@ -35,25 +34,15 @@ def workspace(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def app_url(workspace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real gr.Blocks holding only the luma tab, served on a free local port."""
-    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    import gradio as gr
-
-    from app.luma_tab import build_luma_tab
-
-    with gr.Blocks(title="Codec Lens luma test") as demo, gr.Tab("Luma bias"):
-        build_luma_tab(workspace)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close(verbose=False)
+    """The real app, with no selection run open, served on a free local port."""
+    with served_app(workspace, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page(app_url: str) -> Iterator[object]:
     with open_page(app_url) as pg:
+        pg.get_by_role("tab", name="Luma bias").click()
         pg.wait_for_selector("#luma_analyze", timeout=60_000)
         yield pg
 
