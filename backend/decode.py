@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import cv2
@@ -143,6 +144,62 @@ def pruning_cannot_drop(uniq: list[int]) -> bool:
     return bool(arr.size and arr[0] <= 2 and (arr.size == 1 or np.diff(arr).max() <= 5))
 
 
+@dataclass(frozen=True)
+class FrameWork:
+    """Per-frame functions to run where each frame lands.
+
+    When the read is split across processes they run inside the readers, in parallel
+    with the other parts, instead of in a later pass over all frames. ``on_pixels``
+    gets a frame's final (H, W, 3) RGB pixels at the processed size, ``on_grid`` the
+    raw 2-D grid that ``DecodedFrames.grids`` will hold for it. Both must be pure and
+    return small picklable values; frames they did not reach are simply absent from
+    :class:`FrameResults` (callers compute those themselves).
+    """
+
+    on_pixels: Callable[[np.ndarray], Any] | None = None
+    on_grid: Callable[[np.ndarray], Any] | None = None
+
+
+@dataclass(frozen=True)
+class FrameResults:
+    """What :class:`FrameWork` returned, keyed by the frame index it ran on."""
+
+    pixels: dict[int, Any] = field(default_factory=dict)
+    grids: dict[int, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _ReadOut:
+    items: list[dict[str, Any]]
+    mode: str
+    frames: np.ndarray | None = None
+    """(m, H, W, 3) RGB at the processed size, already converted where it was read."""
+    frame_row: dict[int, int] = field(default_factory=dict)
+    """frame index → row of ``frames``."""
+    bgr: dict[int, np.ndarray] = field(default_factory=dict)
+    """Reader BGR pixels read apart from ``items`` (fallback path), not yet converted."""
+    results: FrameResults = field(default_factory=FrameResults)
+
+
+def _score_key(bitcost: dict[str, Any], wanted: tuple[str, ...], score_key: str) -> str | None:
+    """The grid the scorer uses: the codec's own if fetched, else the finest one present."""
+    present = [k for k in wanted if k in bitcost]
+    return score_key if score_key in present else next((k for k in _FALLBACK_ORDER if k in present), None)
+
+
+def _grid_result(
+    item: dict[str, Any], work: FrameWork, wanted: tuple[str, ...], score_key: str
+) -> Any | None:
+    bitcost = item.get("bitcost")
+    if work.on_grid is None or bitcost is None:
+        return None
+    key = _score_key(bitcost, wanted, score_key)
+    if key is None:
+        return None
+    grid = np.asarray(bitcost[key])
+    return work.on_grid(grid) if grid.ndim == 2 else None
+
+
 def _read(
     info: VideoInfo,
     ids: list[int],
@@ -151,22 +208,54 @@ def _read(
     pixels: bool,
     w: int,
     h: int,
+    processed_hw: tuple[int, int],
     keep_keys: tuple[str, ...],
-) -> tuple[list[dict[str, Any]], dict[int, np.ndarray], str]:
-    """Reader dicts for the request, pixels read apart (if any), and how it was read."""
+    score_key: str,
+    work: FrameWork,
+) -> _ReadOut:
+    """Reader dicts for the request, the pixels, per-frame work results and how it was read."""
     parity = config.profile == "parity"
     uniq = sorted(set(ids))
     parts = _split_parts(info, uniq, config) if gateway.can_fork() else None
     size = {"out_width": w, "out_height": h}
+    frame_shape = (*processed_hw, 3)
+
+    def hook(item: dict[str, Any], bgr: np.ndarray | None, slot: np.ndarray | None) -> tuple[Any, Any]:
+        # Runs in the reader processes: colour conversion, then the per-frame work.
+        pix = None
+        if slot is not None and bgr is not None:
+            _to_processed(bgr, processed_hw, out=slot)
+            if work.on_pixels is not None:
+                pix = work.on_pixels(slot)
+        return pix, _grid_result(item, work, keep_keys, score_key)
+
+    def collect(items: list[dict[str, Any]]) -> FrameResults:
+        out = FrameResults()
+        for item in items:
+            pix, grid = item.pop("frame_result", (None, None))
+            fid = int(item["frame_idx"])
+            if pix is not None:
+                out.pixels[fid] = pix
+            if grid is not None:
+                out.grids[fid] = grid
+        return out
+
     if parts and (not parity or pruning_cannot_drop(uniq)):
         # Nothing can be pruned, so unpruned halves give exactly the serial result.
         reads = gateway.SegmentReads(
-            info.path, parts, export_bitcost=True, export_pixels=pixels, keep_keys=keep_keys, **size
+            info.path,
+            parts,
+            export_bitcost=True,
+            export_pixels=pixels,
+            keep_keys=keep_keys,
+            hook=hook,
+            frame_shape=frame_shape,
+            **size,
         )
         try:
             items = reads.wait()
-            got = dict(zip(uniq, reads.pixels, strict=True)) if reads.pixels is not None else {}
-            return items, got, "split"
+            rows = {fid: row for row, fid in enumerate(uniq)}
+            return _ReadOut(items, "split", reads.pixels, rows if pixels else {}, results=collect(items))
         except RuntimeError:
             pass  # fall through to a serial read
     pixel_reads = None
@@ -174,7 +263,14 @@ def _read(
         # Pixels dominate; children read them while this process runs the exact
         # (pruned, in parity) bitcost-only pass, which also skips the IDCT.
         pixel_reads = gateway.SegmentReads(
-            info.path, parts, export_bitcost=False, export_pixels=True, read_first_here=False, **size
+            info.path,
+            parts,
+            export_bitcost=False,
+            export_pixels=True,
+            read_first_here=False,
+            hook=hook,
+            frame_shape=frame_shape,
+            **size,
         )
     # Parity asks exactly as cvp does (repeats and target-only pruning included),
     # because which frames lose their map depends on the whole request.
@@ -186,14 +282,28 @@ def _read(
         **size,
     )
     if pixel_reads is None:
-        return items, {}, "serial"
+        return _ReadOut(items, "serial")
+    # The scorer's per-frame work overlaps the pixel workers; with repeats the
+    # last dict of a frame is the one decode keeps.
+    grid_results = {}
+    for fid, item in {int(it["frame_idx"]): it for it in items}.items():
+        if (res := _grid_result(item, work, keep_keys, score_key)) is not None:
+            grid_results[fid] = res
     try:
-        pixel_reads.wait()
-        assert pixel_reads.pixels is not None
-        return items, dict(zip(uniq, pixel_reads.pixels, strict=True)), "bitcost here, pixels in workers"
+        pixel_items = pixel_reads.wait()
+        results = collect(pixel_items)
+        rows = {fid: row for row, fid in enumerate(uniq)}
+        return _ReadOut(
+            items,
+            "bitcost here, pixels in workers",
+            pixel_reads.pixels,
+            rows,
+            results=FrameResults(pixels=results.pixels, grids=grid_results),
+        )
     except RuntimeError:
         again = gateway.read_bitcost(info.path, uniq, export_pixels=True, target_only=False, **size)
-        return items, {int(it["frame_idx"]): it["pixels"] for it in again}, "serial (split failed)"
+        bgr = {int(it["frame_idx"]): it["pixels"] for it in again}
+        return _ReadOut(items, "serial (split failed)", bgr=bgr, results=FrameResults(grids=grid_results))
 
 
 def _decode_signal(
@@ -228,7 +338,19 @@ def _decode_signal(
 def decode(
     info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig
 ) -> DecodedFrames:
-    """Read pixels and bitcost grids for every candidate frame.
+    """Read pixels and bitcost grids for every candidate frame (see :func:`decode_frames`)."""
+    return decode_frames(info, candidates, geometry, config=config)[0]
+
+
+def decode_frames(
+    info: VideoInfo,
+    candidates: Candidates,
+    geometry: Geometry,
+    *,
+    config: DecodeConfig,
+    work: FrameWork | None = None,
+) -> tuple[DecodedFrames, FrameResults]:
+    """Read pixels and bitcost grids for every candidate frame, running ``work`` per frame.
 
     Parameters
     ----------
@@ -236,13 +358,17 @@ def decode(
     candidates : (n,) frame indices to read (repeats allowed).
     geometry : decoder output and processed sizes.
     config : grid, pixel source and profile.
+    work : per-frame functions run where frames land (inside the reader workers of a
+        split read); their results come back keyed by frame index.
 
     Returns
     -------
     DecodedFrames with ``pixels`` (n, H, W, 3) RGB uint8 at ``geometry.processed_hw``
     and one raw grid per row. In parity, frames the reader returned without bitcost
     carry a copy of an earlier frame's bitcost, picture type and pixels (cvp quirk 7),
-    each recorded as a ``bitcost_backfill`` warning.
+    each recorded as a ``bitcost_backfill`` warning. FrameResults of ``work`` for the
+    frames it reached: ``on_pixels`` only on the rows' final pixels, ``on_grid`` only
+    on the grids kept.
 
     Raises
     ------
@@ -250,7 +376,8 @@ def decode(
     BitcostUnavailableError : no frame had the grid the scorer needs.
     """
     if config.score != "bitcost":
-        return _decode_signal(info, candidates, geometry, config)
+        return _decode_signal(info, candidates, geometry, config), FrameResults()
+    work = work or FrameWork()
     _check_supported(info, config)
     ids = [int(i) for i in candidates.frame_indices]
     parity = config.profile == "parity"
@@ -263,12 +390,21 @@ def decode(
     want_reader_pixels = config.pixel_source == "fast_reader"
     h, w = geometry.prepared_hw
     try:
-        items, reader_pixels, read_mode = _read(
-            info, ids, config, pixels=want_reader_pixels, w=w, h=h, keep_keys=wanted
+        read = _read(
+            info,
+            ids,
+            config,
+            pixels=want_reader_pixels,
+            w=w,
+            h=h,
+            processed_hw=geometry.processed_hw,
+            keep_keys=wanted,
+            score_key=score_key,
+            work=work,
         )
     except OSError as exc:
         raise DecodeError(f"bitcost reader failed ({exc})", path=info.path, stage="decode") from exc
-    lookup = {int(item["frame_idx"]): item for item in items}
+    lookup = {int(item["frame_idx"]): item for item in read.items}
 
     n = len(ids)
     warnings: list[Warning_] = []
@@ -314,8 +450,7 @@ def decode(
         item = src_item[row]
         assert item is not None
         bitcost = item["bitcost"]
-        present = [k for k in wanted if k in bitcost]
-        key = score_key if score_key in present else next((k for k in _FALLBACK_ORDER if k in present), None)
+        key = _score_key(bitcost, wanted, score_key)
         if key is None:
             has = ", ".join(sorted(k for k in bitcost if k.endswith("cost")))
             raise BitcostUnavailableError(
@@ -335,23 +470,31 @@ def decode(
     grid_key = GRID_KEYS.get(fetch_grid, score_key)
 
     ph, pw = geometry.processed_hw
-    pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
-    if want_reader_pixels:
+    results = read.results
+    if want_reader_pixels and read.frames is not None:
+        # Converted where they were read; a parity backfill carries its source's pixels.
+        rows = np.asarray([read.frame_row[int(fid)] for fid in source], dtype=np.intp)
+        same = rows.size == read.frames.shape[0] and bool(np.all(rows == np.arange(rows.size)))
+        pixels = read.frames if same else read.frames[rows]
+    elif want_reader_pixels:
+        pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
         done: dict[int, int] = {}
         for row in range(n):
             fid = int(source[row])  # a parity backfill carries its source frame's pixels
             if fid in done:
                 pixels[row] = pixels[done[fid]]
                 continue
-            bgr = reader_pixels[fid] if reader_pixels else src_item[row]["pixels"]  # type: ignore[index]
+            bgr = read.bgr[fid] if read.bgr else src_item[row]["pixels"]  # type: ignore[index]
             _to_processed(bgr, geometry.processed_hw, out=pixels[row])
             done[fid] = row
     else:
+        pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
         frames = gateway.decode_frames_rgb(info.path, ids, out_width=pw, out_height=ph)
         for row, fid in enumerate(ids):
             if fid not in frames:
                 raise DecodeError("frame not reached by the decoder", path=info.path, frame_index=fid)
             pixels[row] = frames[fid]
+        results = FrameResults(grids=results.grids)  # on_pixels saw no final pixels
     if parity:
         warnings.append(
             Warning_(
@@ -360,7 +503,7 @@ def decode(
                 "cv_reader with the loop filter skipped",
             )
         )
-    return DecodedFrames(
+    decoded = DecodedFrames(
         frame_indices=np.asarray(ids, dtype=np.int32),
         pixels=pixels,
         grids=tuple(grids),
@@ -368,6 +511,7 @@ def decode(
         pict_types=tuple(pict),
         bitcost_source=source,
         pixel_source=config.pixel_source,
-        read_mode=read_mode,
+        read_mode=read.mode,
         warnings=tuple(warnings),
     )
+    return decoded, results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -319,9 +320,9 @@ def run(
     timings: dict[str, float] = {}
     names = list(STAGES)
 
-    def call(name: str, *args: Any) -> Any:
+    def call(name: str, *args: Any, function: Callable[..., Any] | None = None, **extra: Any) -> Any:
         t0 = time.perf_counter()
-        out = stage(name).function(*args, config=cfg[name])
+        out = (function or stage(name).function)(*args, config=cfg[name], **extra)
         timings[name] = time.perf_counter() - t0
         if on_progress is not None:
             on_progress(name, (names.index(name) + 1) / len(names))
@@ -334,13 +335,27 @@ def run(
         sampled = call("sample", info)
         candidates = call("keyframes", sampled, info)
         geometry = call("geometry", info)
-        decoded = call("decode", info, candidates, geometry)
-        quality = call("quality", decoded)
+        # The bad-frame test and (when a frame's scores depend on its grid alone) the
+        # score sums run per frame inside the decode workers, in parallel with the
+        # read; the quality and score stages then only assemble those results.
+        work = decode_mod.FrameWork(
+            on_pixels=functools.partial(quality_mod.frame_bad_reason, config=cfg["quality"]),
+            on_grid=(
+                functools.partial(score_mod.frame_scores, geometry=geometry, config=cfg["score"])
+                if scores is None and score_mod.per_frame_scoring(cfg["score"])
+                else None
+            ),
+        )
+        decoded, per_frame = call(
+            "decode", info, candidates, geometry, function=decode_mod.decode_frames, work=work
+        )
+        quality = call("quality", decoded, precomputed=per_frame.pixels)
     else:
         info, candidates, geometry = front.info, front.candidates, front.geometry
         decoded, quality = front.decoded, front.quality
+        per_frame = decode_mod.FrameResults()
     if scores is None:
-        scores = call("score", decoded, geometry)
+        scores = call("score", decoded, geometry, precomputed=per_frame.grids)
     groups = call("group", info, candidates, scores, geometry)
     selection = call("select", candidates, scores, quality, groups, geometry)
     if not selection.groups:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -106,7 +107,47 @@ def patch_and_block_sums(
     return patches, blocks.reshape(-1)
 
 
-def score_frames(decoded: DecodedFrames, geometry: Geometry, *, config: ScoreConfig) -> ScoreMaps:
+FrameScores = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""One frame's (normalised grid, patch sums (hb, wb), block sums (hb/b · wb/b,))."""
+
+
+def per_frame_scoring(config: ScoreConfig) -> bool:
+    """True when a frame's scores depend on its own grid only (no run-wide cap or maximum)."""
+    return config.normalisation in ("frame_percentile", "none") and config.iframe_score_clip_mode == "none"
+
+
+def frame_scores(grid: np.ndarray, geometry: Geometry, *, config: ScoreConfig) -> FrameScores:
+    """Normalise one raw grid, stretch it over the processed frame and sum patches and blocks.
+
+    Only for configs where :func:`per_frame_scoring` holds.
+
+    Returns
+    -------
+    (rows, cols) float32 normalised grid, (hb, wb) float32 patch sums and
+    (hb/b · wb/b,) float32 block sums.
+    """
+    if config.normalisation == "frame_percentile":
+        norm = normalise_grid(grid, percentile=config.bitcost_pct, log_scale=config.bitcost_log_scale)
+    elif config.normalisation == "none":
+        norm = np.clip(np.asarray(grid, np.float32), 0, 1)
+    else:
+        raise ValueError(
+            f"Invalid normalisation ({config.normalisation!r}) for per-frame scoring. "
+            "Supported values are 'frame_percentile', 'none'."
+        )
+    patches, blocks = patch_and_block_sums(
+        upsample(norm, geometry.processed_hw), patch=geometry.patch, block_size=geometry.block_size
+    )
+    return norm, patches, blocks
+
+
+def score_frames(
+    decoded: DecodedFrames,
+    geometry: Geometry,
+    *,
+    config: ScoreConfig,
+    precomputed: Mapping[int, FrameScores] | None = None,
+) -> ScoreMaps:
     """Turn every frame's bitcost grid into a score map and its patch/block sums.
 
     Parameters
@@ -114,12 +155,61 @@ def score_frames(decoded: DecodedFrames, geometry: Geometry, *, config: ScoreCon
     decoded : raw grids, one per candidate row (n rows).
     geometry : processed size, patch and block size.
     config : normalisation and the optional I-frame clip.
+    precomputed : :func:`frame_scores` of some source frames' grids (keyed by
+        ``decoded.bitcost_source`` values, on exactly those grids with this config and
+        geometry), e.g. from the decode workers; used only when
+        :func:`per_frame_scoring` holds, the others are computed here.
 
     Returns
     -------
     ScoreMaps with ``patch_scores`` (n, hb, wb) and ``block_scores`` (n, hb/b · wb/b),
     both float32, plus the normalised grids for re-rendering maps.
     """
+    if per_frame_scoring(config):
+        return _score_per_frame(decoded, geometry, config, precomputed or {})
+    return _score_run_wide(decoded, geometry, config)
+
+
+def _score_per_frame(
+    decoded: DecodedFrames, geometry: Geometry, config: ScoreConfig, precomputed: Mapping[int, FrameScores]
+) -> ScoreMaps:
+    n = len(decoded.grids)
+    hb, wb = geometry.grid_hw
+    b = geometry.block_size
+    # Repeated candidates (N > frame count, or parity backfill) share one grid object;
+    # a grid is the one of its row's source frame, which is what ``precomputed`` keys.
+    sources = decoded.bitcost_source.tolist()
+    first_row: dict[int, int] = {}
+    for row in range(n):
+        first_row.setdefault(id(decoded.grids[row]), row)
+    done = {g: precomputed[sources[r]] for g, r in first_row.items() if sources[r] in precomputed}
+    todo = [g for g in first_row if g not in done]
+
+    def one(key: int) -> FrameScores:
+        grid = decoded.grids[first_row[key]]
+        return frame_scores(np.zeros((1, 1), np.float32) if grid is None else grid, geometry, config=config)
+
+    if todo:
+        with ThreadPoolExecutor(max_workers=config.threads) as pool:
+            done.update(zip(todo, pool.map(one, todo), strict=True))
+    patch_scores = np.empty((n, hb, wb), dtype=np.float32)
+    block_scores = np.empty((n, (hb // b) * (wb // b)), dtype=np.float32)
+    grids = []
+    for row in range(n):
+        norm, patch_scores[row], block_scores[row] = done[id(decoded.grids[row])]
+        grids.append(norm)
+    return ScoreMaps(
+        grids=tuple(grids),
+        processed_hw=geometry.processed_hw,
+        patch_scores=patch_scores,
+        block_scores=block_scores,
+        iframe_clip_cap=None,
+        debug={"iframe_score_clip_debug": None},
+    )
+
+
+def _score_run_wide(decoded: DecodedFrames, geometry: Geometry, config: ScoreConfig) -> ScoreMaps:
+    """Scores whose normalisation or I-frame cap looks at every frame of the run."""
     hw = geometry.processed_hw
     p, b = geometry.patch, geometry.block_size
     hb, wb = geometry.grid_hw

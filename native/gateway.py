@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -141,6 +141,15 @@ def read_segment(
     )
 
 
+FrameHook = Callable[[dict[str, Any], "np.ndarray | None", "np.ndarray | None"], Any]
+"""``hook(item, bgr, slot) -> result``: runs where a frame lands (a worker or this process).
+
+``item`` is the reader's dict (``pixels`` removed, ``bitcost`` already cut to the kept
+keys), ``bgr`` its pixels as read (or None without pixels) and ``slot`` the frame's row
+of the shared output (None without pixels), which the hook must fill. The (small,
+picklable) result comes back as ``item["frame_result"]``."""
+
+
 def _read_into(
     path: str,
     part: list[int],
@@ -149,8 +158,9 @@ def _read_into(
     export_bitcost: bool,
     keep_keys: tuple[str, ...] | None,
     size: tuple[int, int],
+    hook: FrameHook | None = None,
 ) -> list[dict[str, Any]]:
-    """Read one part; move its pixels into ``pixels[offset:]`` and keep only wanted maps."""
+    """Read one part; fill its rows of ``pixels[offset:]`` and keep only wanted maps."""
     items = read_segment(
         path,
         part,
@@ -161,11 +171,15 @@ def _read_into(
     )
     out = []
     for row, item in enumerate(items):
-        if pixels is not None and row < len(part):
-            pixels[offset + row] = item.pop("pixels")
         bitcost = item.get("bitcost")
         if bitcost is not None and keep_keys is not None:
             item["bitcost"] = {k: v for k, v in bitcost.items() if k in keep_keys}
+        bgr = item.pop("pixels", None)
+        slot = pixels[offset + row] if pixels is not None and row < len(part) else None
+        if hook is not None:
+            item["frame_result"] = hook(item, bgr, slot)
+        elif slot is not None:
+            slot[...] = bgr
         out.append(item)
     return out
 
@@ -183,9 +197,11 @@ class SegmentReads:
     """Reads of several frame ranges at once: the first here, the rest in forked children.
 
     Children write pixels straight into an anonymous shared mapping made before the
-    fork, so nothing large is pickled; only the (small) bitcost maps come back through
-    a pipe. Pixels land in concatenated part order: ``pixels[i]`` is frame
-    ``sum(parts, [])[i]``.
+    fork, so nothing large is pickled; only the (small) bitcost maps and hook results
+    come back through a pipe. Pixels land in concatenated part order: ``pixels[i]`` is
+    frame ``sum(parts, [])[i]``. Without a hook a row holds the reader's BGR frame;
+    with one (``frame_shape`` sets the row shape) the hook fills it, so per-frame work
+    such as colour conversion and statistics runs in parallel with the other parts.
     """
 
     def __init__(
@@ -199,6 +215,8 @@ class SegmentReads:
         out_height: int,
         keep_keys: tuple[str, ...] | None = None,
         read_first_here: bool = True,
+        hook: FrameHook | None = None,
+        frame_shape: tuple[int, ...] | None = None,
     ) -> None:
         import mmap
         import multiprocessing
@@ -211,12 +229,14 @@ class SegmentReads:
         self._export_bitcost = export_bitcost
         self._keep = keep_keys
         self._first_here = read_first_here
+        self._hook = hook
         self.pixels: np.ndarray | None = None
         if export_pixels:
-            frame_bytes = out_height * out_width * 3
+            shape = tuple(frame_shape) if frame_shape is not None else (int(out_height), int(out_width), 3)
+            frame_bytes = int(np.prod(shape))
             self._map = mmap.mmap(-1, max(1, total * frame_bytes))
             self.pixels = np.frombuffer(self._map, dtype=np.uint8, count=total * frame_bytes).reshape(
-                total, out_height, out_width, 3
+                total, *shape
             )
         ctx = multiprocessing.get_context("fork")
         self._children = []
@@ -224,7 +244,16 @@ class SegmentReads:
             if k == 0 and read_first_here:
                 continue
             recv, send = ctx.Pipe(duplex=False)
-            args = (self._path, part, self.pixels, self._offsets[k], export_bitcost, keep_keys, self._size)
+            args = (
+                self._path,
+                part,
+                self.pixels,
+                self._offsets[k],
+                export_bitcost,
+                keep_keys,
+                self._size,
+                hook,
+            )
             child = ctx.Process(target=_segment_child, args=(send, *args), daemon=True)
             child.start()
             send.close()
@@ -240,7 +269,14 @@ class SegmentReads:
         results: dict[int, list[dict[str, Any]]] = {}
         if self._first_here:
             results[0] = _read_into(
-                self._path, self._parts[0], self.pixels, 0, self._export_bitcost, self._keep, self._size
+                self._path,
+                self._parts[0],
+                self.pixels,
+                0,
+                self._export_bitcost,
+                self._keep,
+                self._size,
+                self._hook,
             )
         errors = []
         for k, child, recv in self._children:

@@ -1,0 +1,158 @@
+"""Per-frame work inside the decode workers gives exactly what the quality and score stages compute."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from backend.decode import DecodeConfig, FrameWork, decode, decode_frames
+from backend.geometry import GeometryConfig, resolve_geometry
+from backend.keyframes import KeyframeConfig, avoid_keyframes
+from backend.probe import ProbeConfig, probe
+from backend.quality import QualityConfig, assess_frames, frame_bad_reason
+from backend.sample import SampleConfig, sample
+from backend.score import ScoreConfig, frame_scores, per_frame_scoring, score_frames
+
+
+def _front(path, profile: str, n: int):
+    info = probe(path, config=ProbeConfig(profile=profile))
+    cands = avoid_keyframes(
+        sample(info, config=SampleConfig(num_sampled_frames=n, profile=profile)),
+        info,
+        config=KeyframeConfig(profile=profile),
+    )
+    return info, cands, resolve_geometry(info, config=GeometryConfig(profile=profile))
+
+
+@pytest.mark.parametrize(
+    ("clip", "profile", "n", "mode"),
+    [
+        ("h264_clip", "clean", 1024, "split"),
+        ("h264_clip", "parity", 1024, "split"),
+        # Sparse parity sampling can prune maps: pixels in workers, bitcost here.
+        ("parkinglot", "parity", 64, "bitcost here, pixels in workers"),
+        ("vp9_clip", "clean", 1024, "serial"),
+    ],
+)
+def test_worker_results_equal_the_stages(request, clip, profile, n, mode):
+    if clip == "parkinglot":
+        path = request.getfixturevalue("shared_videos") / "real_h264_static_parkinglot.mp4"
+        if not path.is_file():
+            pytest.skip(f"{path} not found")
+    else:
+        path = request.getfixturevalue(clip)
+    info, cands, geo = _front(path, profile, n)
+    qcfg, scfg = QualityConfig(), ScoreConfig()
+    assert per_frame_scoring(scfg)
+    work = FrameWork(
+        on_pixels=functools.partial(frame_bad_reason, config=qcfg),
+        on_grid=functools.partial(frame_scores, geometry=geo, config=scfg),
+    )
+    dcfg = DecodeConfig(profile=profile)
+    decoded, results = decode_frames(info, cands, geo, config=dcfg, work=work)
+    assert decoded.read_mode == mode
+    plain = decode(info, cands, geo, config=dcfg)
+    assert np.array_equal(decoded.pixels, plain.pixels)
+    assert np.array_equal(decoded.bitcost_source, plain.bitcost_source)
+    assert all(np.array_equal(a, b) for a, b in zip(decoded.grids, plain.grids, strict=True))
+
+    sources = sorted(set(decoded.bitcost_source.tolist()))
+    if mode == "serial":
+        assert not results.pixels and not results.grids  # nothing overlaps a serial read
+    else:
+        assert set(sources) <= set(results.pixels) and set(sources) <= set(results.grids)
+    for row, fid in enumerate(decoded.bitcost_source.tolist()):
+        if fid in results.pixels:
+            assert results.pixels[fid] == frame_bad_reason(decoded.pixels[row], qcfg)
+        if fid in results.grids:
+            want = frame_scores(decoded.grids[row], geo, config=scfg)
+            assert all(np.array_equal(a, b) for a, b in zip(results.grids[fid], want, strict=True))
+
+    q_fast = assess_frames(decoded, config=qcfg, precomputed=results.pixels)
+    q_plain = assess_frames(plain, config=qcfg)
+    assert q_fast.reasons == q_plain.reasons and np.array_equal(q_fast.good, q_plain.good)
+    s_fast = score_frames(decoded, geo, config=scfg, precomputed=results.grids)
+    s_plain = score_frames(plain, geo, config=scfg)
+    assert np.array_equal(s_fast.patch_scores, s_plain.patch_scores)
+    assert np.array_equal(s_fast.block_scores, s_plain.block_scores)
+    assert all(np.array_equal(a, b) for a, b in zip(s_fast.grids, s_plain.grids, strict=True))
+
+
+def test_full_decode_pixels_never_take_reader_results(h264_clip):
+    """on_pixels ran on the reader's pixels, which full_decode replaces, so its results are dropped."""
+    info, cands, geo = _front(h264_clip, "clean", 1024)
+    work = FrameWork(on_pixels=lambda rgb: "seen", on_grid=lambda grid: grid.shape)
+    decoded, results = decode_frames(
+        info, cands, geo, config=DecodeConfig(profile="clean", pixel_source="full_decode"), work=work
+    )
+    assert decoded.pixel_source == "full_decode"
+    assert not results.pixels
+    assert results.grids and all(shape == decoded.grids[0].shape for shape in results.grids.values())
+
+
+def test_run_wide_scoring_ignores_per_frame_results(h264_clip):
+    """The I-frame cap looks at every frame, so precomputed sums must not be used."""
+    info, cands, geo = _front(h264_clip, "clean", 1024)
+    cfg = ScoreConfig(iframe_score_clip_mode="non_i_percentile")
+    assert not per_frame_scoring(cfg)
+    decoded = decode(info, cands, geo, config=DecodeConfig(profile="clean"))
+    bogus = {int(f): (np.zeros((1, 1), np.float32),) * 3 for f in decoded.bitcost_source}
+    with_bogus = score_frames(decoded, geo, config=cfg, precomputed=bogus)
+    plain = score_frames(decoded, geo, config=cfg)
+    assert np.array_equal(with_bogus.block_scores, plain.block_scores)
+    assert with_bogus.iframe_clip_cap == plain.iframe_clip_cap
+
+
+def _bad_reason_by_the_rule(rgb: np.ndarray) -> str:
+    """The cvp rule (spec §7.1) written out with plain numpy float64 statistics."""
+    r, g, b = (rgb[..., c].astype(np.int64) for c in range(3))
+    y = ((4899 * r + 9617 * g + 1868 * b + 8192) >> 14).astype(np.float64)
+    if y.mean() <= 8 and y.std() <= 6:
+        return "black"
+    chans = (r, g, b)
+    if y.std() <= 4 and all(c.std() <= 4 for c in chans) and all(c.max() - c.min() <= 12 for c in chans):
+        return "solid"
+    if ((g >= 180) & (r <= 90) & (b <= 90)).mean() >= 0.35:
+        return "green"
+    if g.mean() > 120 and g.mean() - max(r.mean(), b.mean()) > 80 and g.std() < 50:
+        return "green"
+    return ""
+
+
+def test_bad_frame_gates_never_change_a_verdict():
+    """Frames built around every threshold get the verdict of the plain rule."""
+    rng = np.random.default_rng(7)
+    cfg = QualityConfig()
+    seen: dict[str, int] = {}
+    for k in range(3000):
+        h, w = (int(v) for v in rng.integers(2, 40, 2))
+        base = rng.integers(0, 256, 3)
+        kind = k % 5
+        if kind == 0:  # dark, mean luma and std near 8 / 6
+            f = rng.normal(rng.uniform(0, 14), rng.uniform(0, 9), (h, w, 1)) * np.ones(3)
+        elif kind == 1:  # one colour plus noise near std 4 / range 12
+            f = base + rng.normal(0, rng.uniform(0, 6), (h, w, 3))
+        elif kind == 2:  # share of saturated green near 35 %
+            green = rng.random((h, w)) < rng.uniform(0.2, 0.5)
+            f = rng.integers(0, 256, (h, w, 3)).astype(float)
+            f[green] = (rng.integers(0, 95), rng.integers(175, 256), rng.integers(0, 95))
+        elif kind == 3:  # green-dominant, means near 120 / 80 and std G near 50
+            mean_g = rng.uniform(110, 230)
+            f = np.stack(
+                [
+                    np.full((h, w), mean_g - rng.uniform(70, 100)),
+                    rng.normal(mean_g, rng.uniform(0, 60), (h, w)),
+                    np.full((h, w), mean_g - rng.uniform(70, 100)),
+                ],
+                axis=-1,
+            )
+        else:  # flat frame with one odd pixel
+            f = np.broadcast_to(base, (h, w, 3)).astype(float)
+            f[rng.integers(0, h), rng.integers(0, w)] = rng.integers(0, 256, 3)
+        rgb = np.clip(np.round(f), 0, 255).astype(np.uint8)
+        want = _bad_reason_by_the_rule(rgb)
+        assert frame_bad_reason(rgb, cfg) == want, (k, want)
+        seen[want] = seen.get(want, 0) + 1
+    assert all(seen.get(v, 0) > 100 for v in ("", "black", "solid", "green")), seen
