@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +145,7 @@ def build_luma_tab(ws: Workspace) -> None:
             choices=analysis_choices(), label="Stored analyses", elem_id="luma_stored", scale=4
         )
         open_btn = gr.Button("Reopen", elem_id="luma_open", scale=1)
+        refresh_btn = gr.Button("Refresh lists", elem_id="luma_refresh", scale=1)
 
     gr.Markdown("### Fit a correction\nChoose stored analyses to train on and held-out ones to test on.")
     with gr.Row():
@@ -227,14 +229,20 @@ def build_luma_tab(ws: Workspace) -> None:
 
     open_btn.click(on_open, stored, outputs, api_name=False)
 
+    def on_refresh(selected: str | None, fit_selected: str | None):
+        fits = fit_choices()
+        fit_value = fit_selected if fit_selected in {v for _, v in fits} else None
+        return [*refreshed(selected), gr.update(choices=fits, value=fit_value)]
+
+    refresh_btn.click(on_refresh, [stored, fit_pick], [*choice_boxes, fit_pick], api_name=False)
+
     # -- fit ---------------------------------------------------------------------------------
 
     def on_fit(train_ids: list[str] | None, test_ids: list[str] | None):
         try:
             folder = ws.output_path(LUMA_DIR)
             folder.mkdir(parents=True, exist_ok=True)
-            count = len(ws.store.list_luma_fits())
-            coeffs = folder / f"coeffs_{count + 1:03d}.json"
+            coeffs = folder / f"coeffs_{uuid.uuid4().hex[:8]}.json"
             fit_id, result = fit_stored(
                 ws.store, list(train_ids or []), list(test_ids or []), coeffs_path=coeffs
             )

@@ -34,6 +34,10 @@ _W1000_ROW = np.asarray([[299.0, 587.0, 114.0]], dtype=np.float32)
 # below 2**53 (exact) for frames up to ~6000 px wide.
 _SLICE_ROWS = 16
 JSON_VERSION = 1
+MEASURE_WORKERS = 2
+"""Threads converting and measuring frame pairs while the decoders run (see docs/luma-bias.md, Speed)."""
+PREFETCH_FRAMES = 4
+"""Decoded frames each input may hold ahead of the measuring threads."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -274,8 +278,9 @@ def measure_frames(
     config : offset, truncation and cell size.
     test_name, reference_names : names used in error messages (file paths for videos).
     reference_labels : ``reference`` / ``official`` per reference (default: reference, official).
-    workers : threads measuring frames while the caller's thread keeps pulling new ones (one
-        measured fastest on 2 cores: more threads only fight the decoders for the cache).
+    workers : threads measuring frames while the caller's thread keeps pulling new ones. With
+        one, that thread gets a fair share of the CPU next to the decoders' threads and
+        becomes the critical path; two let the measuring use whatever core the decoders leave.
 
     Returns
     -------
@@ -956,6 +961,8 @@ def analyze_videos(
     keyframes: Sequence[int] | None = None,
     test_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None,
     reference_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None,
+    workers: int = MEASURE_WORKERS,
+    prefetch: int = PREFETCH_FRAMES,
 ) -> LumaAnalysis:
     """Analyse a test video against a reference (and optionally an official decode).
 
@@ -972,6 +979,8 @@ def analyze_videos(
     test_reader, reference_reader : frame sources (default ``iter_luma_frames``: the frames
         of ``gateway.iter_rgb``, yuv420p ones converted band by band in the kernel); the
         decoder pairs use cvp's fast reader here.
+    workers : threads converting and measuring frame pairs (``measure_frames``).
+    prefetch : frames each decoder thread may run ahead of the measuring.
 
     Returns
     -------
@@ -991,7 +1000,7 @@ def analyze_videos(
         keys = tuple(int(k) for k in keyframes) if keyframes is not None else infos[0].keyframe_indices
     test_src = _decoded(test, test_reader or iter_luma_frames)
     ref_srcs = [_decoded(p, reference_reader or iter_luma_frames) for p in paths[1:]]
-    streams = [Prefetch(s) for s in (test_src, *ref_srcs)]
+    streams = [Prefetch(s, depth=prefetch) for s in (test_src, *ref_srcs)]
     try:
         measured = measure_frames(
             streams[0],
@@ -999,6 +1008,7 @@ def analyze_videos(
             config=config,
             test_name=str(test),
             reference_names=[str(p) for p in paths[1:]],
+            workers=workers,
         )
     finally:
         for s in streams:

@@ -149,3 +149,38 @@ def test_reopen_fit_and_apply(page, workspace) -> None:
     before, after = (float(x) for x in info.split("mean |bias| ")[1].split(" → "))
     assert after < 0.5 * before
     screenshot(page, "luma_fit_apply.png")
+
+
+def test_refresh_lists_picks_up_analyses_stored_elsewhere(page, workspace) -> None:
+    from backend.luma import analyze_videos
+    from backend.luma_geometry import GopGeometry
+    from backend.luma_store import store_analysis
+
+    clips = workspace.input_roots[0]
+    analysis = analyze_videos(clips / "b.test.mp4", clips / "b.reference.mp4", geometry=GopGeometry())
+    new_id = store_analysis(workspace.store, analysis)  # e.g. by the CLI's --session-db
+    page.locator("#luma_refresh").click()
+    page.locator("#luma_stored input").first.click()
+    page.get_by_role("option").filter(has_text=new_id).first.wait_for(timeout=30_000)
+    page.keyboard.press("Escape")
+
+
+def test_an_upload_lands_in_the_uploads_folder_and_is_analysed(page, workspace) -> None:
+    clips = workspace.input_roots[0]
+    with page.expect_file_chooser() as chooser:
+        page.locator("#luma_official_upload").click()
+    chooser.value.set_files(str(clips / "a.reference.mp4"))
+    uploaded = workspace.output_root / "uploads" / "a.reference.mp4"
+    page.wait_for_function(
+        f"() => (document.querySelector('#luma_official textarea, #luma_official input') || {{}}).value"
+        f" === {str(uploaded)!r}",
+        timeout=30_000,
+    )
+    assert uploaded.is_file()
+    _analyze(page, workspace, "a")
+    page.wait_for_function(
+        "() => document.querySelector('#luma_summary').innerText.includes('vs official')", timeout=60_000
+    )
+    _wait_plot(page, "luma_bias_plot", "bias vs official")
+    row = workspace.store.list_luma_analyses()[0]
+    assert row["official_path"] == str(uploaded)
