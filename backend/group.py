@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -186,70 +187,167 @@ def window_stats(block_scores: np.ndarray, *, budget: int, bins: int) -> dict[st
     }
 
 
-class _GrowingWindow:
-    """Top-K statistics of windows [start, end) for increasing ``end``, incrementally.
+class _Sorted(NamedTuple):
+    """Candidate values at or above a floor, descending, with their window rows."""
 
-    Keeps the k largest candidate values seen so far and the largest value it had to
-    drop. The top-K sum and mean depend only on the values (summed in descending order,
-    as cvp's argsort leaves them); which *frames* they come from is fixed too whenever
-    every kept value exceeds every dropped one. Only when a tie straddles the k-th place
-    does membership depend on numpy's introselect, and then the window is recomputed
-    exactly with :func:`window_stats`.
+    vals: np.ndarray  # (M,) float32, descending
+    neg: np.ndarray  # (M,) float32, −vals (ascending, for searchsorted)
+    rows: np.ndarray  # (M,) int64, window-relative row of each value (1 … G−1)
+
+
+class _GrowingWindow:
+    """Top-K statistics of the windows [start, end) of one group start, for growing ends.
+
+    The top K of a window [start, end) are the K largest values among rows start+1 …
+    end−1. Windows only grow, so the K-th largest value of one window is a floor for
+    every longer one: only the values at or above it are sorted (descending), and the
+    top K of a window are the first K sorted values whose row is below ``end``. The
+    top-K sum and mean (summed in descending order, as cvp's argsort leaves them)
+    follow without selecting again, and so do the frames they come from whenever no tie
+    straddles the K-th place. Only then does membership depend on numpy's introselect:
+    :meth:`scan` takes the covered bins from the two extreme tie outcomes when they
+    agree, and otherwise (as :meth:`stats` always does for such a window) recomputes
+    the window exactly with :func:`window_stats`.
     """
 
-    def __init__(self, block_scores: np.ndarray, start: int, *, budget: int, bins: int) -> None:
+    def __init__(
+        self, block_scores: np.ndarray, start: int, *, budget: int, bins: int, stop: int | None = None
+    ) -> None:
         self._blocks = block_scores
         self._start = start
         self._k = budget
         self._bins = bins
-        self._vals = np.zeros(0, np.float32)
-        self._ts = np.zeros(0, np.int64)
-        self._dropped_max = -np.inf
-        self._next_row = start + 1  # row 0 of a window is its anchor, never a candidate
+        self._nbins = max(1, bins)
+        self._nb = block_scores.shape[1]
+        self._stop = block_scores.shape[0] if stop is None else stop
+        # Candidate values of the longest window in row-major order: window row t holds
+        # positions (t − 1)·nb … t·nb − 1.
+        self._vals = np.ascontiguousarray(block_scores[start + 1 : self._stop], dtype=np.float32).reshape(-1)
+        # NaN or inf order is introselect's business: such windows are always recomputed.
+        self._finite = bool(np.isfinite(self._vals).all())
+        # The last values :meth:`scan` sorted and the window lengths they serve, for stats().
+        self._reuse: tuple[int, int, _Sorted] = (
+            0,
+            -1,
+            _Sorted(np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)),
+        )
 
-    def _add(self, row: int) -> None:
-        new = np.asarray(self._blocks[row], dtype=np.float32)
-        vals = np.concatenate([self._vals, new])
-        ts = np.concatenate([self._ts, np.full(new.size, row - self._start, np.int64)])
-        if vals.size > self._k:
-            part = np.argpartition(-vals, self._k - 1)
-            drop = part[self._k :]
-            self._dropped_max = max(self._dropped_max, float(vals[drop].max()))
-            keep = part[: self._k]
-            vals, ts = vals[keep], ts[keep]
-        self._vals, self._ts = vals, ts
+    def _sorted_path(self, end: int) -> bool:
+        """Whether the window [start, end) has more candidates than K and sortable values."""
+        g = end - self._start
+        return self._k > 0 and self._finite and end <= self._stop and (g - 1) * self._nb > self._k
+
+    def _sort(self, g_hi: int, floor: float | None, g: int) -> _Sorted:
+        """The values at or above ``floor`` among the rows of windows up to ``g_hi`` long.
+
+        ``floor`` None: the k-th largest value of the window ``g`` long, a floor for
+        every window at least that long.
+        """
+        if floor is None:
+            n0 = (g - 1) * self._nb
+            floor = np.partition(self._vals[:n0], n0 - self._k)[n0 - self._k]
+        head = self._vals[: (g_hi - 1) * self._nb]
+        keep = np.flatnonzero(head >= floor)
+        vals = head[keep]
+        order = np.argsort(-vals)
+        vals = vals[order]
+        return _Sorted(vals, -vals, keep[order] // self._nb + 1)
+
+    def _exact(self, end: int) -> dict[str, Any]:
+        return window_stats(self._blocks[self._start : end], budget=self._k, bins=self._bins)
+
+    def _top(self, srt: _Sorted, g: int, width: int) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Sorted positions of the window's eligible values (within ``width``), its top K, tie?"""
+        k = self._k
+        elig = np.flatnonzero(srt.rows[:width] < g)  # at least k: the floor is some window's k-th
+        chosen = srt.vals[elig[:k]]
+        tie = elig.size > k and bool(srt.vals[elig[k]] == chosen[-1])
+        return elig, chosen, tie
 
     def stats(self, end: int) -> dict[str, Any]:
         """Statistics of the window [start, end), equal to ``window_stats`` on it."""
-        for row in range(self._next_row, end):
-            self._add(row)
-        self._next_row = max(self._next_row, end)
-        g = end - self._start
-        nb = self._blocks.shape[1]
-        n_cand = (g - 1) * nb
-        unique = self._vals.size == self._k and float(self._vals.min()) > self._dropped_max
-        if self._k <= 0 or n_cand <= self._k or not unique:
-            return window_stats(self._blocks[self._start : end], budget=self._k, bins=self._bins)
-        chosen = np.ascontiguousarray(np.sort(self._vals)[::-1])
+        if not self._sorted_path(end):
+            return self._exact(end)
+        g, k = end - self._start, self._k
+        g_lo, g_hi, srt = self._reuse
+        if not g_lo <= g <= g_hi:
+            srt = self._sort(g, None, g)
+        elig, chosen, tie = self._top(srt, g, srt.vals.size)
+        if tie:
+            return self._exact(end)  # which tied frames are in is introselect's choice
         total = float(chosen.sum())
-        present = np.zeros(g, dtype=bool)
-        present[self._ts] = True
-        frames_arr = np.flatnonzero(present)
-        nbins = max(1, self._bins)
-        hit = _first_bin(g, nbins)[frames_arr]
+        frames_arr = np.unique(srt.rows[elig[:k]])
+        hit = _first_bin(g, self._nbins)[frames_arr]
         covered = int(np.unique(hit[hit >= 0]).size)
         return {
-            "candidate_block_count": int(n_cand),
+            "candidate_block_count": int((g - 1) * self._nb),
             "topk_candidate_block_score_sum": total,
             "topk_candidate_block_score_mean": float(chosen.mean()),
             "topk_candidate_block_score_density": total / float(max(1, g)),
             "selected_time_bins": covered,
-            "selected_time_bin_ratio": covered / float(nbins),
+            "selected_time_bin_ratio": covered / float(self._nbins),
             "selected_unique_frames": int(frames_arr.size),
             "selected_unique_frame_ratio": frames_arr.size / float(max(1, g - 1)),
-            "block_budget": int(self._k),
+            "block_budget": int(k),
             "selected_t_rel": frames_arr.tolist(),
         }
+
+    def scan(self, ends: range) -> Iterator[tuple[int, float, int]]:
+        """(end, top-K sum, covered time bins) for each end in increasing order, lazily.
+
+        Equal to ``window_stats``' sum and ``selected_time_bins`` on each window. The
+        sorted values cover a doubling range of rows, so stopping early stays cheap.
+        """
+        k, start, nbins = self._k, self._start, self._nbins
+        srt: _Sorted | None = None
+        g_hi = width = 0
+        floor: float | None = None
+        for end in ends:
+            if not self._sorted_path(end):
+                st = self._exact(end)
+                yield end, st["topk_candidate_block_score_sum"], st["selected_time_bins"]
+                continue
+            g = end - start
+            if srt is None or g > g_hi:
+                g_hi = min(self._stop - start, max(2 * g, g + 8))
+                srt = self._sort(g_hi, floor, g)
+                width = srt.vals.size
+                self._reuse = (g, g_hi, srt)
+            # Positions (in descending order) of the window's values; the first k are its top K.
+            elig = (srt.rows[:width] < g).nonzero()[0]
+            top = elig[:k]
+            chosen = srt.vals[top]
+            # Summed on its own: a contiguous descending float32 array sums as window_stats' does.
+            total = float(np.add.reduce(chosen))
+            kth = chosen[-1]
+            hi = int(srt.neg.searchsorted(-kth, "right"))
+            if elig.size <= k or srt.vals[elig[k]] != kth:
+                covered = _bin_count(_bin_bits(g, nbins)[srt.rows[top]])
+            else:
+                # A tie straddles the k-th place: every value above it is in, and of those
+                # equal to it introselect picks; settle it when both extremes agree.
+                lo = int(srt.neg.searchsorted(-kth, "left"))
+                bits = _bin_bits(g, nbins)
+                low = _bin_count(bits[srt.rows[elig[elig < lo]]])
+                high = _bin_count(bits[srt.rows[elig[elig < hi]]])
+                covered = low if low == high else self._exact(end)["selected_time_bins"]
+            # Longer windows have a k-th value at least this one: smaller values never matter.
+            floor, width = kth, hi
+            yield end, total, covered
+
+
+@functools.lru_cache(maxsize=1024)
+def _bin_bits(g: int, nbins: int) -> np.ndarray:
+    """Per window row, ``1 << bin`` (0 for no bin): OR-ing a set of rows gives its covered bins."""
+    fb = _first_bin(g, nbins)
+    out = np.where(fb >= 0, np.left_shift(np.uint64(1), np.maximum(fb, 0).astype(np.uint64)), np.uint64(0))
+    out.flags.writeable = False  # shared by the cache
+    return out
+
+
+def _bin_count(bits: np.ndarray) -> int:
+    """Number of distinct bins in an array of ``1 << bin`` values."""
+    return int(np.bitwise_or.reduce(bits)).bit_count() if bits.size else 0
 
 
 def resolve_threshold(
@@ -377,18 +475,16 @@ def build_groups(
         chosen: int | None = None
         chosen_stats: dict[str, Any] = {}
         reason = "max_group_frames"
-        growing = _GrowingWindow(scores.block_scores, start, budget=budget, bins=bins)
-        for end in range(min_end, max_end + 1):
-            st = growing.stats(end)
-            s = st["topk_candidate_block_score_sum"]
-            ok = s >= threshold and st["selected_time_bins"] >= need
+        growing = _GrowingWindow(scores.block_scores, start, budget=budget, bins=bins, stop=max_end)
+        for end, s, covered in growing.scan(range(min_end, max_end + 1)):
+            ok = s >= threshold and covered >= need
             ratio = 1.0 if prev is None else (s - prev) / max(abs(prev), 1e-6)
             stop = False
             if ok:
-                chosen, chosen_stats, reason = end, st, "readiness_threshold"
+                chosen, reason = end, "readiness_threshold"
                 if prev is not None and ratio < config.readiness_delta_ratio:
                     reason, stop = "readiness_threshold_low_gain", True
-            why = _describe(ok, s, threshold, st["selected_time_bins"], need)
+            why = _describe(ok, s, threshold, covered, need)
             if stop:
                 why += f"; gain {ratio:.1%} < {config.readiness_delta_ratio:.0%}: stop"
             elif ok:
@@ -401,7 +497,7 @@ def build_groups(
                     frame_index_added=int(ids[end - 1]),
                     topk_sum=s,
                     threshold=threshold,
-                    covered_bins=st["selected_time_bins"],
+                    covered_bins=covered,
                     needed_bins=need,
                     marginal_gain=ratio,
                     passed=ok,
@@ -417,6 +513,8 @@ def build_groups(
             chosen_stats = window_stats(scores.block_scores[start:max_end], budget=budget, bins=bins)
             if max_end >= n:
                 reason = "tail_flush"
+        else:
+            chosen_stats = growing.stats(chosen)
         specs.append(GroupSpec(gi, start, chosen, reason, chosen_stats))
         start = chosen
     return Groups(tuple(specs), threshold, debug, tuple(trace), dropped, tuple(warnings))
