@@ -41,6 +41,7 @@ from backend.store import SessionStore
 from native import gateway
 
 CACHE_FORMAT = 1
+_STEP_COLUMNS = tuple(f.name for f in dataclasses.fields(ReadinessStep))
 
 
 def content_sha256(path: str | Path) -> str:
@@ -70,93 +71,102 @@ def _score_key(options: SelectionOptions) -> str:
 # -- run tables --------------------------------------------------------------------------------
 
 
-def run_tables(result: RunResult) -> dict[str, pd.DataFrame]:
-    """The run's rows for the store: frames, groups, readiness steps, tokens, score grids."""
+def _column(values: list[Any]) -> np.ndarray:
+    """A column from Python values, typed as pandas would (text as objects, not fixed-width)."""
+    arr = np.array(values)
+    return arr.astype(object) if arr.dtype.kind == "U" else arr
+
+
+def run_columns(result: RunResult, *, score_grids: bool = True) -> dict[str, dict[str, np.ndarray]]:
+    """The run's rows for the store, column by column: table → column name → (rows,) array.
+
+    Tables: frames, groups, readiness_steps (when the grouping traced any), tokens and,
+    with ``score_grids``, the per-candidate score grids. Missing values are NaN (numeric
+    columns) or None (text); the store writes both as NULL.
+    """
     info, cand, dec = result.info, result.candidates, result.decoded
     total = info.total_frames
     npk = info.packet_size_bytes.size
-    frame_index = np.arange(total)
+    ids = cand.frame_indices
+    inside = ids < total
     candidate = np.zeros(total, bool)
-    candidate[cand.frame_indices[cand.frame_indices < total]] = True
-    moved_from = np.full(total, -1, np.int64)
+    candidate[ids[inside]] = True
+    moved_from = np.full(total, np.nan)
     for src, dst in cand.moved:
         if dst < total:
             moved_from[dst] = src
-    group_of = np.full(total, -1, np.int64)
+    group_of = np.full(total, np.nan)
     is_anchor = np.zeros(total, bool)
     kept = np.zeros(total, np.int64)
     bad = np.full(total, None, object)
     pict = np.full(total, None, object)
-    for row, fid in enumerate(cand.frame_indices.tolist()):
+    for row, fid in enumerate(ids.tolist()):  # a repeated frame keeps its last row's values
         if fid < total:
             pict[fid] = dec.pict_types[row]
             bad[fid] = result.quality.reasons[row] or None
     for spec in result.groups.specs:
-        ids = cand.frame_indices[spec.start : spec.end]
-        group_of[ids[ids < total]] = spec.group_index
+        gids = ids[spec.start : spec.end]
+        group_of[gids[gids < total]] = spec.group_index
     for sel in result.selection.groups:
         is_anchor[sel.frame_indices[0]] = True
         fids = np.asarray(sel.frame_indices)[sel.kept[:, 0]] if sel.kept.size else np.zeros(0, int)
         np.add.at(kept, fids, 1)
     pad = max(0, total - npk)
-    frames = pd.DataFrame(
-        {
-            "frame_index": frame_index,
-            "pts_secs": np.concatenate([info.packet_pts_secs, np.full(pad, np.nan)])[:total],
-            "pict_type": pict,
-            "size_bytes": np.concatenate([info.packet_size_bytes, np.full(pad, -1)])[:total],
-            "is_keyframe": np.concatenate([info.packet_is_keyframe, np.zeros(pad, bool)])[:total],
-            "candidate": candidate,
-            "moved_from": np.where(moved_from >= 0, moved_from, np.nan),
-            "group_index": np.where(group_of >= 0, group_of, np.nan),
-            "is_anchor": is_anchor,
-            "kept_blocks": kept,
-            "bad_reason": bad,
-        }
-    )
+    frames = {
+        "frame_index": np.arange(total),
+        "pts_secs": np.concatenate([info.packet_pts_secs, np.full(pad, np.nan)])[:total],
+        "pict_type": pict,
+        "size_bytes": np.concatenate([info.packet_size_bytes, np.full(pad, -1)])[:total],
+        "is_keyframe": np.concatenate([info.packet_is_keyframe, np.zeros(pad, bool)])[:total],
+        "candidate": candidate,
+        "moved_from": moved_from,
+        "group_index": group_of,
+        "is_anchor": is_anchor,
+        "kept_blocks": kept,
+        "bad_reason": bad,
+    }
     sel_by = {s.group_index: s for s in result.selection.groups}
-    groups = pd.DataFrame(
-        [
-            {
-                "group_index": s.group_index,
-                "start": s.start,
-                "end": s.end,
-                "frame_count": s.frame_count,
-                "stop_reason": s.stop_reason,
-                "threshold": result.groups.threshold,
-                "anchor_frame_index": sel_by[s.group_index].frame_indices[0]
-                if s.group_index in sel_by
-                else None,
-                "kept_blocks": int(sel_by[s.group_index].kept.shape[0]) if s.group_index in sel_by else 0,
-                "skipped": s.group_index not in sel_by,
-                "readiness_json": json.dumps(s.readiness),
-            }
-            for s in result.groups.specs
-        ]
-    )
-    step_fields = [f.name for f in dataclasses.fields(ReadinessStep)]
-    steps = (
-        pd.DataFrame({name: [getattr(t, name) for t in result.groups.trace] for name in step_fields})
-        if result.groups.trace
-        else None
-    )
-    tok = result.canvases.tokens
-    tokens = pd.DataFrame({name: tok[:, i] for i, name in enumerate(TOKEN_COLUMNS[:-1])})
-    tokens["valid"] = tok[:, 7].astype(bool)
-    grids = result.scores.grids
-    score_grids = pd.DataFrame(
-        {
+    specs = result.groups.specs
+    groups = {
+        "group_index": np.array([s.group_index for s in specs], np.int64),
+        "start": np.array([s.start for s in specs], np.int64),
+        "end": np.array([s.end for s in specs], np.int64),
+        "frame_count": np.array([s.frame_count for s in specs], np.int64),
+        "stop_reason": np.array([s.stop_reason for s in specs], object),
+        "threshold": np.full(len(specs), result.groups.threshold, np.float64),
+        "anchor_frame_index": np.array(
+            [sel_by[s.group_index].frame_indices[0] if s.group_index in sel_by else np.nan for s in specs],
+            np.float64,
+        ),
+        "kept_blocks": np.array(
+            [sel_by[s.group_index].kept.shape[0] if s.group_index in sel_by else 0 for s in specs], np.int64
+        ),
+        "skipped": np.array([s.group_index not in sel_by for s in specs], bool),
+        "readiness_json": np.array([json.dumps(s.readiness) for s in specs], object),
+    }
+    tok = np.ascontiguousarray(result.canvases.tokens.T)  # one contiguous row per column
+    tokens = {name: tok[i] for i, name in enumerate(TOKEN_COLUMNS[:-1])}
+    tokens["valid"] = tok[7].astype(bool)
+    out = {"frames": frames, "groups": groups}
+    trace = result.groups.trace
+    if trace:
+        out["readiness_steps"] = {name: _column([getattr(t, name) for t in trace]) for name in _STEP_COLUMNS}
+    out["tokens"] = tokens
+    if score_grids:
+        grids = result.scores.grids
+        out["score_grids"] = {
             "candidate_row": np.arange(len(grids)),
-            "frame_index": cand.frame_indices,
-            "grid_rows": [g.shape[0] for g in grids],
-            "grid_cols": [g.shape[1] for g in grids],
-            "grid": [np.ascontiguousarray(g, np.float32).tobytes() for g in grids],
+            "frame_index": ids,
+            "grid_rows": np.array([g.shape[0] for g in grids], np.int64),
+            "grid_cols": np.array([g.shape[1] for g in grids], np.int64),
+            "grid": np.array([np.ascontiguousarray(g, np.float32).tobytes() for g in grids], object),
         }
-    )
-    out = {"frames": frames, "groups": groups, "tokens": tokens, "score_grids": score_grids}
-    if steps is not None:
-        out["readiness_steps"] = steps
     return out
+
+
+def run_tables(result: RunResult) -> dict[str, pd.DataFrame]:
+    """The run's rows for the store as DataFrames: frames, groups, readiness steps, tokens, score grids."""
+    return {name: pd.DataFrame(cols) for name, cols in run_columns(result).items()}
 
 
 def _summary(result: RunResult, key: str | None, scores_run_id: str | None) -> dict[str, Any]:
@@ -269,14 +279,17 @@ def _warnings(items: list[dict[str, str]]) -> tuple[Warning_, ...]:
     return tuple(Warning_(w["code"], w["message"]) for w in items)
 
 
-def load_front(folder: Path, *, in_memory: bool = False) -> Front:
+def load_front(folder: Path) -> Front:
     """Rebuild the front records from a cache folder.
 
-    Pixels are memory-mapped, or read into memory when the front will be reused.
+    Pixels (about 444 MB per 1000 frames) are memory-mapped, read-only: packing reads
+    only the anchors and kept blocks, views only the frames they show, and a front kept
+    for reuse costs page cache rather than process memory.
     """
     rec = json.loads((folder / "records.json").read_text())
     arr = np.load(folder / "arrays.npz")
-    pixels = np.load(folder / "pixels.npy", mmap_mode=None if in_memory else "r")
+    # A plain ndarray view of the map, so callers never see the np.memmap subclass.
+    pixels = np.asarray(np.load(folder / "pixels.npy", mmap_mode="r"))
     i = rec["info"]
     info = VideoInfo(
         **{k: v for k, v in i.items() if k != "stss_keyframes"},
@@ -352,31 +365,39 @@ def select_and_store(
     content: str | None = None,
     key: str | None = None,
     scores_run_id: str | None = None,
+    session_id: str | None = None,
 ) -> tuple[str, RunResult]:
     """Run the pipeline, store every table and the decode cache; a failure marks the run failed.
+
+    A re-selection passes the cached ``front`` with its cache ``key`` and ``session_id``;
+    the video is then neither hashed nor read.
 
     Returns
     -------
     (run_id, RunResult).
     """
-    content = content or content_sha256(video)
+    if content is None and (front is None or key is None or session_id is None):
+        content = content_sha256(video)
     info = front.info if front is not None else probe(video, config=ProbeConfig(profile=options.profile))
-    session_id = store.ensure_session(info, content)
+    if session_id is None:
+        assert content is not None
+        session_id = store.ensure_session(info, content)
     run_kwargs = {
         "profile": options.profile,
         "config": options.as_dict(),
         "versions": {"codec_lens": __version__, **gateway.versions()},
         "parent_run_id": parent_run_id,
     }
-    key = key or cache_key(content, options)
+    if key is None:
+        assert content is not None
+        key = cache_key(content, options)
     # A full run is visible as ``running`` while it decodes; a re-selection from the
     # cache takes milliseconds, so it is written in one transaction when it is done.
     run_id = store.begin_run(session_id, **run_kwargs) if front is None else None
     try:
         result = run(video, options=options, on_progress=on_progress, front=front, scores=scores, info=info)
-        tables = run_tables(result)
-        if scores_run_id is not None:
-            del tables["score_grids"]  # the same maps are stored under scores_run_id
+        # Score grids reused from scores_run_id are stored there already.
+        tables = run_columns(result, score_grids=scores_run_id is None)
         summary = _summary(result, key, scores_run_id)
         if run_id is None:
             run_id = store.insert_finished_run(session_id, tables=tables, summary=summary, **run_kwargs)
@@ -389,12 +410,52 @@ def select_and_store(
         store.fail_run(run_id or store.begin_run(session_id, **run_kwargs), "interrupted")
         raise
     if front is None:
+        assert content is not None
         save_front(store, key, content, result)
     elif scores is None:
         folder = store.cache_lookup(key)
         if folder is not None:
             _save_scores(folder, result)
     return run_id, result
+
+
+def _cached_front(
+    store: SessionStore, key: str, memory: dict[str, Any] | None
+) -> tuple[Front | None, Path | None]:
+    """The decode cached under ``key`` (from ``memory`` first) and its folder when it was read."""
+    front = memory.get(key) if memory is not None else None
+    if front is not None:
+        return front, None
+    folder = store.cache_lookup(key)
+    if folder is None:
+        return None, None
+    front = load_front(folder)
+    if memory is not None:
+        memory.clear()  # one decoded video at a time
+        memory[key] = front
+    return front, folder
+
+
+def _cached_scores(
+    store: SessionStore,
+    key: str,
+    folder: Path | None,
+    options: SelectionOptions,
+    front: Front,
+    memory: dict[str, Any] | None,
+) -> ScoreMaps | None:
+    """Score maps cached for these score options (from ``memory`` first), or None."""
+    score_key = f"{key}/scores/{_score_key(options)}"
+    scores = memory.get(score_key) if memory is not None else None
+    if scores is not None:
+        return scores
+    folder = folder or store.cache_lookup(key)
+    if folder is None:
+        return None
+    scores = load_scores(folder, options, front.geometry.processed_hw)
+    if memory is not None and scores is not None:
+        memory[score_key] = scores
+    return scores
 
 
 def reselect(
@@ -422,29 +483,18 @@ def reselect(
     options = SelectionOptions(**base).replace(**changes)
     video = parent.video_path
     front_same = all(getattr(options, k) == base.get(k) for k in FRONT_OPTIONS)
-    folder = store.cache_lookup(parent.cache_key) if parent.cache_key and front_same else None
-    if folder is None:
+    t0 = time.perf_counter()
+    front, folder = (
+        _cached_front(store, parent.cache_key, memory) if parent.cache_key and front_same else (None, None)
+    )
+    if front is None:
         new_id, result = select_and_store(
             video, store, options=options, on_progress=on_progress, parent_run_id=run_id
         )
         return new_id, result, "full"
-    t0 = time.perf_counter()
-    front = memory.get(parent.cache_key) if memory is not None else None
-    if front is None:
-        front = load_front(folder, in_memory=memory is not None)
-        if memory is not None:
-            memory.clear()  # one decoded video at a time: pixels are large
-            memory[parent.cache_key] = front
-    score_key = f"{parent.cache_key}/scores/{_score_key(options)}"
-    scores = memory.get(score_key) if memory is not None else None
-    if scores is None:
-        scores = load_scores(folder, options, front.geometry.processed_hw)
-        if memory is not None and scores is not None:
-            memory[score_key] = scores
+    assert parent.cache_key is not None
+    scores = _cached_scores(store, parent.cache_key, folder, options, front, memory)
     same_scores = scores is not None and all(getattr(options, k) == base.get(k) for k in SCORE_OPTIONS)
-    content = store.query(
-        "SELECT content_sha256 FROM sessions WHERE session_id = ?", [parent.session_id]
-    ).iloc[0, 0]
     new_id, result = select_and_store(
         video,
         store,
@@ -453,8 +503,8 @@ def reselect(
         parent_run_id=run_id,
         front=front,
         scores=scores,
-        content=str(content),
         key=parent.cache_key,
+        session_id=parent.session_id,
         scores_run_id=(parent.scores_run_id or parent.run_id) if same_scores else None,
     )
     result.timings_secs["load_cache"] = time.perf_counter() - t0 - result.timings_secs.get("total", 0.0)
@@ -481,14 +531,9 @@ def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None 
         raise StoreError(f"run {run_id} is {row.status}, not done", path=store.path, stage="open")
     fields = {f.name for f in dataclasses.fields(SelectionOptions)}
     options = SelectionOptions(**{k: v for k, v in row.config.items() if k in fields})
-    folder = store.cache_lookup(row.cache_key) if row.cache_key else None
-    if folder is None:
-        return run(row.video_path, options=options)
-    front = memory.get(row.cache_key) if memory is not None else None
+    front, folder = _cached_front(store, row.cache_key, memory) if row.cache_key else (None, None)
     if front is None:
-        front = load_front(folder, in_memory=memory is not None)
-        if memory is not None:
-            memory.clear()  # one decoded video at a time: pixels are large
-            memory[row.cache_key] = front
-    scores = load_scores(folder, options, front.geometry.processed_hw)
+        return run(row.video_path, options=options)
+    assert row.cache_key is not None
+    scores = _cached_scores(store, row.cache_key, folder, options, front, memory)
     return run(row.video_path, options=options, front=front, scores=scores, info=front.info)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -361,11 +361,23 @@ class SessionStore:
         config: dict[str, Any],
         versions: dict[str, Any],
         parent_run_id: str | None,
+        summary: dict[str, Any] | None = None,
     ) -> None:
+        """Insert a run row: ``running``, or with a summary already ``done`` (one statement)."""
+        now = _now()
+        head = [run_id, session_id, parent_run_id, profile, json.dumps(config), json.dumps(versions), now]
+        if summary is None:
+            tx.execute(
+                """INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
+                   created_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')""",
+                head,
+            )
+            return
         tx.execute(
-            """INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
-               status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)""",
-            [run_id, session_id, parent_run_id, profile, json.dumps(config), json.dumps(versions), _now()],
+            f"""INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
+               created_at, status, finished_at, {", ".join(_SUMMARY_COLUMNS)})
+               VALUES (?, ?, ?, ?, ?, ?, ?, 'done', ?, {", ".join("?" * len(_SUMMARY_COLUMNS))})""",
+            [*head, now, *_summary_values(summary)],
         )
 
     def insert_finished_run(
@@ -376,14 +388,14 @@ class SessionStore:
         config: dict[str, Any],
         versions: dict[str, Any],
         parent_run_id: str | None,
-        tables: dict[str, pd.DataFrame],
+        tables: Mapping[str, RunTable],
         summary: dict[str, Any],
     ) -> str:
         """Insert a run, its tables and status ``done`` in one transaction; return its id."""
         run_id = uuid.uuid4().hex[:12]
         with self._transaction() as tx:
-            self._insert_run(tx, run_id, session_id, profile, config, versions, parent_run_id)
-            self._insert_tables(tx, run_id, tables, summary)
+            self._insert_run(tx, run_id, session_id, profile, config, versions, parent_run_id, summary)
+            self._insert_tables(tx, run_id, tables)
         return run_id
 
     def fail_run(self, run_id: str, error: str) -> None:
@@ -394,48 +406,36 @@ class SessionStore:
                 [error, _now(), run_id],
             )
 
-    def finish_run(self, run_id: str, tables: dict[str, pd.DataFrame], summary: dict[str, Any]) -> None:
+    def finish_run(self, run_id: str, tables: Mapping[str, RunTable], summary: dict[str, Any]) -> None:
         """Insert every table of a finished run and mark it ``done``, atomically.
 
         Parameters
         ----------
-        tables : table name → DataFrame whose columns are that table's columns minus run_id.
+        tables : table name → that table's columns minus run_id, as a DataFrame or as a
+            mapping of column name → (rows,) array (NaN and None are written as NULL).
         summary : threshold, timings, warnings, geometry and cache key of the run.
         """
         with self._transaction() as tx:
-            self._insert_tables(tx, run_id, tables, summary)
+            self._insert_tables(tx, run_id, tables)
+            tx.execute(
+                f"""UPDATE runs SET status = 'done', finished_at = ?,
+                   {", ".join(f"{c} = ?" for c in _SUMMARY_COLUMNS)} WHERE run_id = ?""",
+                [_now(), *_summary_values(summary), run_id],
+            )
 
     @staticmethod
-    def _insert_tables(
-        tx: duckdb.DuckDBPyConnection, run_id: str, tables: dict[str, pd.DataFrame], summary: dict[str, Any]
-    ) -> None:
-        for name, frame in tables.items():
+    def _insert_tables(tx: duckdb.DuckDBPyConnection, run_id: str, tables: Mapping[str, RunTable]) -> None:
+        for name, table in tables.items():
             if name not in _RUN_TABLES:
                 raise ValueError(f"Invalid table ({name!r}). Supported values are {', '.join(_RUN_TABLES)}.")
-            # run_id goes in as a parameter: a pandas column of repeated strings would be
-            # converted row by row.
-            tx.register("incoming", frame)
-            cols = ", ".join(f'"{c}"' for c in frame.columns)
-            tx.execute(f"INSERT INTO {name} (run_id, {cols}) SELECT ?, {cols} FROM incoming", [run_id])
-            tx.unregister("incoming")
-        tx.execute(
-            """UPDATE runs SET status = 'done', finished_at = ?, threshold = ?, timings_json = ?,
-               warnings_json = ?, processed_h = ?, processed_w = ?, patch = ?, block_size = ?,
-               cache_key = ?, scores_run_id = ? WHERE run_id = ?""",
-            [
-                _now(),
-                summary["threshold"],
-                json.dumps(summary["timings"]),
-                json.dumps(summary["warnings"]),
-                summary["processed_hw"][0],
-                summary["processed_hw"][1],
-                summary["patch"],
-                summary["block_size"],
-                summary.get("cache_key"),
-                summary.get("scores_run_id"),
-                run_id,
-            ],
-        )
+            cols = ", ".join(f'"{c}"' for c in table.keys())
+            # DuckDB reads the rows from this local variable by name (its replacement scan),
+            # which skips a register/unregister pair per table; run_id goes in as a
+            # parameter rather than as a column of repeated strings.
+            incoming_run_rows = table  # noqa: F841
+            tx.execute(
+                f"INSERT INTO {name} (run_id, {cols}) SELECT ?, {cols} FROM incoming_run_rows", [run_id]
+            )
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run and all its rows."""
@@ -782,6 +782,36 @@ def _luma_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 _RUN_TABLES = ("frames", "groups", "readiness_steps", "tokens", "score_grids")
+# A run table's rows: a DataFrame, or column name → (rows,) array.
+RunTable = pd.DataFrame | Mapping[str, np.ndarray]
+# runs columns written from a finished run's summary, in _summary_values order.
+_SUMMARY_COLUMNS = (
+    "threshold",
+    "timings_json",
+    "warnings_json",
+    "processed_h",
+    "processed_w",
+    "patch",
+    "block_size",
+    "cache_key",
+    "scores_run_id",
+)
+
+
+def _summary_values(summary: dict[str, Any]) -> list[Any]:
+    return [
+        summary["threshold"],
+        json.dumps(summary["timings"]),
+        json.dumps(summary["warnings"]),
+        summary["processed_hw"][0],
+        summary["processed_hw"][1],
+        summary["patch"],
+        summary["block_size"],
+        summary.get("cache_key"),
+        summary.get("scores_run_id"),
+    ]
+
+
 _COMPARISON_TABLES = (
     "comparison_variants",
     "comparison_metrics",
