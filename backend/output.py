@@ -221,17 +221,20 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
         images = result.canvases.images
         names = [canvas_name(i, fmt) for i in range(images.shape[0])]
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            list(pool.map(_write_canvas, [(tmp / nm, images[i], fmt) for i, nm in enumerate(names)]))
-        np.save(
-            tmp / "frame_ids.npy",
-            result.candidates.frame_indices.astype(np.int32),
-            allow_pickle=False,
-        )
-        np.save(tmp / "src_patch_position.npy", result.canvases.src_patch_position, allow_pickle=False)
-        np.save(tmp / "tokens.npy", result.canvases.tokens, allow_pickle=False)
-        (tmp / "readiness_trace.json").write_text(json.dumps(trace_rows(result), indent=1))
-        meta = _jsonable(build_meta(result, out, names))
-        (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=2))
+            # Encoders release the GIL: the JSON below is built while canvases encode.
+            pending = [pool.submit(_write_canvas, (tmp / nm, images[i], fmt)) for i, nm in enumerate(names)]
+            np.save(
+                tmp / "frame_ids.npy",
+                result.candidates.frame_indices.astype(np.int32),
+                allow_pickle=False,
+            )
+            np.save(tmp / "src_patch_position.npy", result.canvases.src_patch_position, allow_pickle=False)
+            np.save(tmp / "tokens.npy", result.canvases.tokens, allow_pickle=False)
+            (tmp / "readiness_trace.json").write_text(json.dumps(trace_rows(result), indent=1))
+            meta = _jsonable(build_meta(result, out, names))
+            (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=2))
+            for job in pending:
+                job.result()
         summary = {
             "profile": result.options.profile,
             "video": result.info.path,

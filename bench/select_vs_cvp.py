@@ -1,21 +1,36 @@
-"""Benchmark: codec-lens (parity and clean) against cvp's CLI and one PyAV decode pass.
+"""Benchmark: codec-lens (parity and clean) against cvp's CLI and PyAV decode passes.
 
 Usage::
 
-    .venv/bin/python bench/select_vs_cvp.py VIDEO [VIDEO ...] [--repeat 3] [-- extra cvp options]
+    python bench/select_vs_cvp.py VIDEO [VIDEO ...] [--repeat 3] [-- extra cvp options]
 
-Every repetition runs, side by side on the same clip and options: cvp's CLI
-(``codec-video-prep``, needs ffprobe), ``codec-lens select --profile parity``,
-``codec-lens select --profile clean`` (each as a fresh process, so interpreter and
-import time count for both tools) and one in-process PyAV decode of every frame.
-Runs are interleaved and the median is reported, because machines are noisy.
-Ratios: codec-lens wall / cvp wall, and codec-lens pipeline time / PyAV decode pass.
+Every repetition runs, side by side on the same clip and options:
+
+* cvp's CLI (``codec-video-prep --video V --out_dir D``; needs ffprobe);
+* ``codec-lens select V --out D --profile parity`` and ``--profile clean`` (``python -m
+  app.cli``, what the ``codec-lens`` script runs);
+* two in-process PyAV decodes of every frame (no colour conversion, frames discarded):
+  ``pyav`` with PyAV's defaults (thread_type SLICE, thread_count 0 = auto; these clips
+  carry one slice per picture, so it decodes on one core) and ``pyav2`` with
+  thread_type AUTO (frame threads, all cores).
+
+Each tool runs as a fresh process, so interpreter start, imports, output writing and
+interpreter exit count for both. Runs are interleaved and the median is reported, because
+the machine is shared. ``cpu`` is the user+system time of a tool's process and its
+children (load-independent, unlike wall time). Ratios: codec-lens wall / cvp wall (target
+≤ 0.33) and codec-lens in-process pipeline time (``stage_seconds.total``: probe … pack,
+without imports and output writing) / one PyAV pass (target ≤ 2).
+
+``floor`` rows time a process that only starts and exits: codec-lens importing its CLI and
+building its parser (``import app.cli; build_parser()``), cvp printing ``--help``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,64 +41,76 @@ from pathlib import Path
 import av
 
 REPO = Path(__file__).resolve().parents[1]
+CVP = Path(sys.executable).parent / "codec-video-prep"
 
 
-def pyav_decode_secs(video: Path) -> float:
+def pyav_decode_secs(video: Path, *, thread_type: str | None) -> float:
+    """Seconds for one in-process decode of every frame (PyAV defaults if thread_type is None)."""
     t0 = time.perf_counter()
     with av.open(str(video)) as container:
         stream = container.streams.video[0]
+        if thread_type is not None:
+            stream.thread_type = thread_type
         for _ in container.decode(stream):
             pass
     return time.perf_counter() - t0
 
 
-def run_cvp(video: Path, out: Path, extra: list[str]) -> tuple[float, dict[str, float] | None]:
-    exe = Path(sys.executable).parent / "codec-video-prep"
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_process(args: list[str], **kwargs: object) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """(wall seconds, cpu seconds of the process and its children, result)."""
+    cpu0 = _children_cpu()
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [str(exe), "--video", str(video), "--out_dir", str(out), *extra],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.perf_counter() - t0
+    proc = subprocess.run(args, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+    return time.perf_counter() - t0, _children_cpu() - cpu0, proc
+
+
+def run_cvp(video: Path, out: Path, extra: list[str]) -> tuple[float, float, dict[str, float] | None]:
+    wall, cpu, proc = timed_process([str(CVP), "--video", str(video), "--out_dir", str(out), *extra])
     if proc.returncode != 0:
-        return float("nan"), None
+        return float("nan"), float("nan"), None
     meta = json.loads((out / "meta.json").read_text())
-    return wall, meta.get("timing_sec")
+    return wall, cpu, meta.get("timing_sec")
 
 
-def run_lens(video: Path, out: Path, profile: str, extra: list[str]) -> tuple[float, dict[str, float] | None]:
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "select",
-            str(video),
-            "--out",
-            str(out),
-            "--profile",
-            profile,
-            "--json",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-    )
-    wall = time.perf_counter() - t0
+def run_lens(
+    video: Path, out: Path, profile: str, extra: list[str]
+) -> tuple[float, float, dict[str, float] | None]:
+    cmd = [sys.executable, "-m", "app.cli", "select", str(video), "--out", str(out)]
+    wall, cpu, proc = timed_process([*cmd, "--profile", profile, "--json", *extra], cwd=REPO)
     if proc.returncode != 0:
         print(f"  codec-lens {profile} failed: {proc.stderr.strip().splitlines()[-1]}")
-        return float("nan"), None
-    return wall, json.loads(proc.stdout)["stage_seconds"]
+        return float("nan"), float("nan"), None
+    return wall, cpu, json.loads(proc.stdout)["stage_seconds"]
+
+
+def floors(repeat: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, cpu) of processes that only start up and exit."""
+    lens = [sys.executable, "-c", "import app.cli as c; c.build_parser()"]
+    cmds = {"codec-lens": (lens, {"cwd": REPO}), "cvp": ([str(CVP), "--help"], {})}
+    out = {}
+    for name, (cmd, kw) in cmds.items():
+        runs = [timed_process(cmd, **kw)[:2] for _ in range(repeat)]
+        out[name] = (median([w for w, _ in runs]), median([c for _, c in runs]))
+    return out
 
 
 def median(values: list[float]) -> float:
     clean = [v for v in values if v == v]
     return statistics.median(clean) if clean else float("nan")
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b and a == a and b == b else float("nan")
+
+
+def _median_stages(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = dict.fromkeys(k for run in runs for k in run)
+    return {k: round(median([r[k] for r in runs if k in r]), 3) for k in keys}
 
 
 def main() -> int:
@@ -94,40 +121,75 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
-    print(f"options: {' '.join(extra) or '(defaults)'}; median of {args.repeat} interleaved runs\n")
+    load0 = os.getloadavg()[0]
+    print(
+        f"options: {' '.join(extra) or '(defaults)'}; median of {args.repeat} interleaved runs; "
+        f"{os.cpu_count()} CPUs, load average {load0:.1f} at start\n"
+    )
     header = (
-        f"{'clip':34s} {'pyav':>6s} {'cvp':>6s} {'parity':>7s} {'clean':>6s} "
-        f"{'par/cvp':>8s} {'cln/cvp':>8s} {'par/pyav':>9s} {'cln/pyav':>9s}"
+        f"{'clip':34s} {'pyav':>5s} {'pyav2':>5s} {'cvp':>5s} {'parity':>6s} {'clean':>5s} │ "
+        f"{'par/cvp':>7s} {'cln/cvp':>7s} │ {'pipe par/pyav':>13s} {'cln/pyav':>8s} {'cln/pyav2':>9s} │ "
+        f"{'cpu cvp':>7s} {'par':>5s} {'cln':>5s}"
     )
     print(header)
+    details = []
     for video in args.videos:
         rows: dict[str, list[float]] = {
-            k: [] for k in ("pyav", "cvp", "parity", "clean", "parity_pipe", "clean_pipe")
+            k: []
+            for k in (
+                "pyav",
+                "pyav2",
+                "cvp",
+                "parity",
+                "clean",
+                "parity_pipe",
+                "clean_pipe",
+                "cvp_cpu",
+                "parity_cpu",
+                "clean_cpu",
+            )
         }
-        stages: dict[str, dict[str, float] | None] = {}
+        stages: dict[str, list[dict[str, float]]] = {"cvp": [], "parity": [], "clean": []}
         with tempfile.TemporaryDirectory() as tmp:
             for rep in range(args.repeat):
-                rows["pyav"].append(pyav_decode_secs(video))
-                wall, stages["cvp"] = run_cvp(video, Path(tmp) / f"cvp{rep}", extra)
+                rows["pyav"].append(pyav_decode_secs(video, thread_type=None))
+                rows["pyav2"].append(pyav_decode_secs(video, thread_type="AUTO"))
+                wall, cpu, st = run_cvp(video, Path(tmp) / f"cvp{rep}", extra)
                 rows["cvp"].append(wall)
+                rows["cvp_cpu"].append(cpu)
+                if st:
+                    stages["cvp"].append(st)
                 for profile in ("parity", "clean"):
-                    wall, st = run_lens(video, Path(tmp) / f"{profile}{rep}", profile, extra)
+                    wall, cpu, st = run_lens(video, Path(tmp) / f"{profile}{rep}", profile, extra)
                     rows[profile].append(wall)
+                    rows[f"{profile}_cpu"].append(cpu)
                     rows[f"{profile}_pipe"].append(st["total"] if st else float("nan"))
-                    stages[profile] = st
+                    if st:
+                        stages[profile].append(st)
         m = {k: median(v) for k, v in rows.items()}
         print(
-            f"{video.name[:34]:34s} {m['pyav']:6.2f} {m['cvp']:6.2f} {m['parity']:7.2f} {m['clean']:6.2f} "
-            f"{m['parity'] / m['cvp']:8.2f} {m['clean'] / m['cvp']:8.2f} "
-            f"{m['parity_pipe'] / m['pyav']:9.2f} {m['clean_pipe'] / m['pyav']:9.2f}"
+            f"{video.name[:34]:34s} {m['pyav']:5.2f} {m['pyav2']:5.2f} {m['cvp']:5.2f} {m['parity']:6.2f} "
+            f"{m['clean']:5.2f} │ {ratio(m['parity'], m['cvp']):7.2f} {ratio(m['clean'], m['cvp']):7.2f} │ "
+            f"{ratio(m['parity_pipe'], m['pyav']):13.2f} {ratio(m['clean_pipe'], m['pyav']):8.2f} "
+            f"{ratio(m['clean_pipe'], m['pyav2']):9.2f} │ {m['cvp_cpu']:7.2f} {m['parity_cpu']:5.2f} "
+            f"{m['clean_cpu']:5.2f}"
         )
-        for name, st in stages.items():
-            if st:
-                shown = {k: round(v, 3) for k, v in st.items() if v >= 0.005}
-                print(f"    {name:7s} stages (last run): {shown}")
+        details.append((video.name, m, {k: _median_stages(v) for k, v in stages.items() if v}))
+    floor = floors(args.repeat)
     print(
-        "\nwall = whole process (interpreter + imports + run); pipe = codec-lens in-process pipeline total;"
-        "\npyav = one in-process PyAV decode of every frame (no colour conversion)."
+        "\nfloor (start + imports + exit, no work): "
+        + ", ".join(f"{k} wall {w:.2f} s cpu {c:.2f} s" for k, (w, c) in floor.items())
+    )
+    print("\nmedian stage seconds (codec-lens: in-process stages; cvp: its meta.json timing_sec):")
+    for name, m, st in details:
+        print(f"  {name}: pipeline total parity {m['parity_pipe']:.3f} s, clean {m['clean_pipe']:.3f} s")
+        for tool, shown in st.items():
+            print(f"    {tool:7s} {json.dumps({k: v for k, v in shown.items() if v >= 0.005})}")
+    print(
+        "\nwall = whole process (interpreter + imports + run + output + exit); pipe = codec-lens "
+        "in-process pipeline total;\npyav = one in-process PyAV decode of every frame with PyAV's "
+        "defaults (slice threads: one core here), pyav2 = thread_type AUTO (frame threads);"
+        f"\nload average {os.getloadavg()[0]:.1f} at the end (other work shares the CPUs)."
     )
     return 0
 
