@@ -92,18 +92,16 @@ def select_group(
     ids = frame_indices[order]
     blocks = block_scores[order]
     ok = good[order]
-    ts = [t for t in range(1, g) if ok[t]]
+    ts = np.flatnonzero(ok[1:]) + 1  # candidate positions: good frames after the anchor
     nb = blocks.shape[1]
-    if ts:
+    if ts.size:
         cand = np.ascontiguousarray(blocks[ts], dtype=np.float32).reshape(-1)
-        cand_t = np.repeat(np.asarray(ts, dtype=np.int64), nb)
-        cand_flat = np.tile(np.arange(nb, dtype=np.int64), len(ts))
     else:
         cand = np.zeros(0, np.float32)
-        cand_t = cand_flat = np.zeros(0, np.int64)
     idx = top_k(cand, min(budget, cand.size)) if budget > 0 else np.zeros(0, np.int64)
+    # Candidate i is block i % nb of position ts[i // nb].
     ranked = (
-        np.stack([cand_t[idx], cand_flat[idx]], axis=1).astype(np.int32)
+        np.stack([ts[idx // nb], idx % nb], axis=1).astype(np.int32)
         if idx.size
         else np.zeros((0, 2), np.int32)
     )
