@@ -104,6 +104,9 @@ def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None
                 y=sizes[sel],
                 name=f"{pict} frames",
                 marker_color=colour,
+                # One frame wide: plotly otherwise widens a trace's bars to the gap between
+                # its own points, so two I-frames far apart would cover the whole plot.
+                width=0.9,
                 customdata=frame_index[sel],
                 hovertemplate="frame %{customdata}<br>%{y} bytes<extra>" + pict + "</extra>",
                 meta={"kind": "packet_size"},
