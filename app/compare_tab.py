@@ -13,17 +13,6 @@ import numpy as np
 if TYPE_CHECKING:
     import app.workspace
 
-LAYER_CHOICES = (
-    "heatmap",
-    "patch grid",
-    "block grid",
-    "codec grid",
-    "kept",
-    "lost",
-    "anchor badge",
-    "bad frames",
-)
-DEFAULT_LAYERS = ["kept", "anchor badge", "bad frames"]
 SCALE_CHOICES = (
     ("per frame", "frame"),
     ("per video", "video"),
@@ -145,21 +134,11 @@ class _Comparisons:
 
 
 def _layers(layers: list[str] | None, opacity: float, colormap: str, scale: str) -> Any:
-    from views.frame_layers import LayerOptions
+    from backend.overlays import layer_options
 
-    chosen = set(layers or [])
-    return LayerOptions(
-        heatmap="heatmap" in chosen,
-        opacity=float(opacity),
-        colormap=colormap,
-        scale="frame" if scale == "all" else scale,
-        patch_grid="patch grid" in chosen,
-        block_grid="block grid" in chosen,
-        codec_grid="codec grid" in chosen,
-        kept="kept" in chosen,
-        lost="lost" in chosen,
-        anchor_badge="anchor badge" in chosen,
-        bad_frames="bad frames" in chosen,
+    # "all" (one scale across the compared runs) is applied to the maps before drawing.
+    return layer_options(
+        layers or [], opacity=opacity, colormap=colormap, scale="frame" if scale == "all" else scale
     )
 
 
@@ -176,6 +155,7 @@ def build_compare_tab(ws: app.workspace.Workspace) -> None:
 
     from backend.compare import CODECS, FALLBACK_SCORES, SPEEDS, CompareConfig, compare
     from backend.errors import CodecLensError
+    from backend.overlays import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
     from backend.pipeline import SelectionOptions
     from views import compare_view as cv
     from views.frame_layers import COLORMAPS
@@ -384,7 +364,10 @@ def build_compare_tab(ws: app.workspace.Workspace) -> None:
     settings_md = gr.Markdown("", elem_id="cmp_settings")
     with gr.Row():
         layers = gr.CheckboxGroup(
-            list(LAYER_CHOICES), value=DEFAULT_LAYERS, label="Layers", elem_id="cmp_layers"
+            [(LAYER_LABELS[n], n) for n in LAYER_NAMES],
+            value=list(DEFAULT_LAYERS),
+            label="Layers",
+            elem_id="cmp_layers",
         )
         with gr.Column():
             opacity = gr.Slider(0, 1, value=0.5, step=0.05, label="Heatmap opacity", elem_id="cmp_opacity")

@@ -12,17 +12,6 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VIDEO = REPO / "sample_videos" / "flower_timelapse_cc0.mp4"
 DEFAULT_HOME = Path.home() / ".codec-lens"
 
-LAYER_CHOICES = (
-    "heatmap",
-    "patch grid",
-    "block grid",
-    "codec grid",
-    "kept",
-    "lost",
-    "anchor badge",
-    "bad frames",
-)
-DEFAULT_LAYERS = ["kept", "anchor badge", "bad frames"]
 PREFETCH_AHEAD = 4
 PREFETCH_BEHIND = 2
 
@@ -127,30 +116,10 @@ LAUNCH_KWARGS = {"js": KEY_JS, "css": CSS}
 
 
 def layer_options(layers: list[str] | str, opacity: float, colormap: str, scale: str) -> Any:
-    """LayerOptions from the layer controls (a list of names, or comma-separated)."""
-    from views.frame_layers import LayerOptions
+    """LayerOptions from the layer controls (layer names as a list, or comma-separated)."""
+    from backend.overlays import layer_options as options_for
 
-    if isinstance(layers, str):
-        layers = [x for x in layers.split(",") if x]
-    chosen = set(layers or [])
-    unknown = chosen - set(LAYER_CHOICES)
-    if unknown:
-        raise ValueError(
-            f"Invalid layer ({sorted(unknown)[0]!r}). Supported values are {', '.join(LAYER_CHOICES)}"
-        )
-    return LayerOptions(
-        heatmap="heatmap" in chosen,
-        opacity=float(opacity),
-        colormap=colormap,
-        scale=scale,
-        patch_grid="patch grid" in chosen,
-        block_grid="block grid" in chosen,
-        codec_grid="codec grid" in chosen,
-        kept="kept" in chosen,
-        lost="lost" in chosen,
-        anchor_badge="anchor badge" in chosen,
-        bad_frames="bad frames" in chosen,
-    )
+    return options_for(layers, opacity=opacity, colormap=colormap, scale=scale)
 
 
 def frame_url(run_id: str, row: int, layers: list[str], opacity: float, colormap: str, scale: str) -> str:
@@ -271,6 +240,7 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
     from app.import_panel import build_import_panel
     from app.luma_tab import build_luma_tab
     from backend.errors import CodecLensError
+    from backend.overlays import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
     from backend.pipeline import SelectionOptions
     from backend.probe import ProbeConfig, probe
     from backend.sessions import reselect, select_and_store
@@ -380,7 +350,10 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                         )
                     with gr.Column(scale=2):
                         layers = gr.CheckboxGroup(
-                            list(LAYER_CHOICES), value=DEFAULT_LAYERS, label="Layers", elem_id="layers"
+                            [(LAYER_LABELS[n], n) for n in LAYER_NAMES],
+                            value=list(DEFAULT_LAYERS),
+                            label="Layers",
+                            elem_id="layers",
                         )
                         opacity = gr.Slider(
                             0, 1, value=0.5, step=0.05, label="Heatmap opacity", elem_id="opacity"
@@ -451,7 +424,7 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                 config = ws.store.get_run(rid).config
             except CodecLensError as exc:
                 raise gr.Error(exc.one_line()) from exc
-            lay = [x for x in view.get("layers", lay) if x in LAYER_CHOICES]
+            lay = [x for x in view.get("layers", lay) if x in LAYER_NAMES]
             op, cm = float(view.get("opacity", op)), view.get("colormap", cm)
             # The run panel shows the open run's options, ready to be tweaked and run again.
             option_values = [gr.update(value=config.get(name, c.value)) for name, c in controls.items()]

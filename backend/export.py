@@ -24,7 +24,9 @@ from backend.errors import OutputError
 from backend.overlays import (
     ANCHOR_RGB,
     COLORMAPS,
+    DEFAULT_LAYERS,
     KEPT_RGB,
+    LAYER_NAMES,
     LOST_RGB,
     SCALES,
     LayerOptions,
@@ -36,6 +38,7 @@ from backend.overlays import (
     glyph_font,
     group_of_row,
     kept_blocks_by_row,
+    layer_options,
     lost_blocks,
     plan_overlays,
 )
@@ -49,19 +52,7 @@ from native import gateway
 CLIP_FORMATS: tuple[str, ...] = ("mp4", "webm", "gif", "png", "none")
 """``none`` writes no clip (tables, YUView statistics or figures only)."""
 FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf", "html")
-EXPORT_LAYERS: tuple[str, ...] = (
-    "heatmap",
-    "kept",
-    "lost",
-    "grid",
-    "patch_grid",
-    "codec_grid",
-    "anchor",
-    "bad",
-)
-"""Layer names of exports: ``grid`` is the block grid; ``anchor`` the anchor badge; ``bad`` the
-bad-frame tint and label."""
-DEFAULT_LAYERS: tuple[str, ...] = ("kept", "anchor", "bad")
+EXPORT_LAYERS = LAYER_NAMES
 YUVIEW_COORDINATES: tuple[str, ...] = ("source", "processed")
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 
@@ -168,26 +159,6 @@ def parse_frame_range(text: str | None) -> tuple[int, int | None] | None:
     if start < 0 or (stop is not None and stop <= start):
         raise bad
     return start, stop
-
-
-def layer_options(
-    layers: Sequence[str], *, opacity: float = 0.5, colormap: str = "turbo", scale: str = "frame"
-) -> LayerOptions:
-    """The overlay options for export layer names (see :data:`EXPORT_LAYERS`)."""
-    chosen = set(parse_names(list(layers), EXPORT_LAYERS, what="layer"))
-    return LayerOptions(
-        heatmap="heatmap" in chosen,
-        opacity=float(opacity),
-        colormap=colormap,
-        scale=scale,
-        patch_grid="patch_grid" in chosen,
-        block_grid="grid" in chosen,
-        codec_grid="codec_grid" in chosen,
-        kept="kept" in chosen,
-        lost="lost" in chosen,
-        anchor_badge="anchor" in chosen,
-        bad_frames="bad" in chosen,
-    )
 
 
 # -- config and records ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +90,56 @@ class LayerOptions:
             )
         if self.scale not in SCALES:
             raise ValueError(f"Invalid scale ({self.scale!r}). Supported values are {', '.join(SCALES)}.")
+
+
+LAYER_NAMES: tuple[str, ...] = (
+    "heatmap",
+    "kept",
+    "lost",
+    "grid",
+    "patch_grid",
+    "codec_grid",
+    "anchor",
+    "bad",
+)
+"""Layer names shared by the app, exports and the CLI: ``grid`` is the block grid, ``anchor`` the
+anchor badge, ``bad`` the bad-frame tint and label."""
+LAYER_LABELS: dict[str, str] = {
+    "heatmap": "heatmap",
+    "kept": "kept",
+    "lost": "lost",
+    "grid": "block grid",
+    "patch_grid": "patch grid",
+    "codec_grid": "codec grid",
+    "anchor": "anchor badge",
+    "bad": "bad frames",
+}
+"""How the app labels each layer."""
+DEFAULT_LAYERS: tuple[str, ...] = ("kept", "anchor", "bad")
+
+
+def layer_options(
+    layers: str | Sequence[str], *, opacity: float = 0.5, colormap: str = "turbo", scale: str = "frame"
+) -> LayerOptions:
+    """LayerOptions for layer names (a sequence, or ``a,b,c``); unknown names list the choices."""
+    items = layers.split(",") if isinstance(layers, str) else list(layers)
+    chosen = {str(x).strip() for x in items if str(x).strip()}
+    unknown = sorted(chosen - set(LAYER_NAMES))
+    if unknown:
+        raise ValueError(f"Invalid layer ({unknown[0]!r}). Supported values are {', '.join(LAYER_NAMES)}.")
+    return LayerOptions(
+        heatmap="heatmap" in chosen,
+        opacity=float(opacity),
+        colormap=colormap,
+        scale=scale,
+        patch_grid="patch_grid" in chosen,
+        block_grid="grid" in chosen,
+        codec_grid="codec_grid" in chosen,
+        kept="kept" in chosen,
+        lost="lost" in chosen,
+        anchor_badge="anchor" in chosen,
+        bad_frames="bad" in chosen,
+    )
 
 
 # -- run facts ---------------------------------------------------------------------------------
