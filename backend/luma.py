@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import av
 import cv2
 import numpy as np
 
@@ -21,6 +20,7 @@ from backend.errors import CodecLensError, DecodeError, InputError
 from backend.luma_geometry import GopGeometry, LumaGeometry, SlotLayout
 from backend.probe import ProbeConfig, check_input_file, probe
 from backend.records import _check, _ShapeRepr
+from native.errors import FFmpegError
 from native.luma_frames import Yuv420Frame, iter_luma_frames
 
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
@@ -945,7 +945,7 @@ def _decoded(path: str | Path, reader: Callable[[str | Path], Iterable[np.ndarra
             index += 1
     except CodecLensError:
         raise
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         raise DecodeError(f"decoding failed ({exc.strerror or exc})", path=path, frame_index=index) from exc
     except (RuntimeError, OSError) as exc:  # e.g. cvp's reader refusing a stream
         raise DecodeError(f"decoding failed ({exc})", path=path, frame_index=index) from exc

@@ -9,7 +9,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import av
 import cv2
 import numpy as np
 
@@ -26,6 +25,7 @@ from backend.luma_geometry import (
 from backend.probe import check_input_file
 from backend.records import _check, _ShapeRepr
 from native import gateway
+from native.errors import FFmpegError
 
 COEFFS_FORMAT = "codec-lens/luma-correction"
 COEFFS_VERSION = 1
@@ -649,7 +649,7 @@ def apply_correction(
             for frame in correct_frames(model, gateway.iter_rgb(p), keyframes=keyframes):
                 writer.write(frame)
                 index += 1
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         raise DecodeError(f"correcting failed ({exc.strerror or exc})", path=p, frame_index=index) from exc
     except OSError as exc:
         raise OutputError(f"cannot write corrected video ({exc.strerror or exc})", path=out) from exc

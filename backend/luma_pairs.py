@@ -10,7 +10,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import av
 import numpy as np
 
 from backend.errors import (
@@ -26,6 +25,7 @@ from backend.luma_geometry import GopGeometry, LumaGeometry
 from backend.probe import ProbeConfig, check_input_file, probe
 from backend.records import _check, _ShapeRepr
 from native import gateway
+from native.errors import FFmpegError
 
 VIDEO_SUFFIXES: tuple[str, ...] = (
     ".mp4",
@@ -147,7 +147,7 @@ def roundtrip_pair(
             for frame in limited(src):
                 writer.write(frame)
                 index += 1
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         raise DecodeError(
             f"{codec} round trip failed ({exc.strerror or exc})", path=src, frame_index=index
         ) from exc

@@ -7,13 +7,13 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-import av
 import numpy as np
 
 from backend.configbase import PROFILES, Profile, param, validate_fields
 from backend.errors import InputError, ProbeError
 from backend.records import VideoInfo
 from native import gateway
+from native.errors import FFmpegError
 
 MP4_EXTENSIONS = (".mp4", ".m4v", ".mov", ".m4a", ".3gp", ".3g2")
 
@@ -132,7 +132,7 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
     p = check_input_file(path)
     try:
         raw = gateway.probe_container(p)
-    except av.FFmpegError as exc:
+    except FFmpegError as exc:
         raise ProbeError(f"cannot read video ({exc.strerror or exc})", path=p, stage="probe") from exc
     except ValueError as exc:
         if "no video stream" in str(exc):
