@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,26 +45,20 @@ def _recon_markdown(recon: Any, result: RunResult) -> str:
 
 def write_sparse_video(result: RunResult, path: Path, *, dim: float, fps: int, progress: Any = None) -> Path:
     """Encode the reconstruction of every candidate as an H.264 mp4 (written aside, renamed into place)."""
-    from native.gateway import VideoWriter
+    from backend.export import write_video
     from views.canvases import iter_reconstructions
 
     h, w = result.geometry.processed_hw
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.partial.mp4")
     n = int(result.candidates.frame_indices.size)
-    try:
-        # yuv420p needs even sides; processed sizes are multiples of patch·block, so crop only odd edges.
-        with VideoWriter(
-            partial, codec="libx264", width=w - w % 2, height=h - h % 2, fps=fps, options=_X264
-        ) as writer:
-            for i, recon in enumerate(iter_reconstructions(result, dim=dim)):
-                writer.write(recon.image[: h - h % 2, : w - w % 2])
-                if progress is not None and i % 8 == 0:
-                    progress((i + 1) / n, desc="encoding the sparse video")
-        partial.replace(path)
-    finally:
-        partial.unlink(missing_ok=True)
-    return path
+
+    def frames() -> Any:
+        for i, recon in enumerate(iter_reconstructions(result, dim=dim)):
+            if progress is not None and i % 8 == 0:
+                progress((i + 1) / n, desc="encoding the sparse video")
+            yield recon.image
+
+    # yuv420p needs even sides; processed sizes are multiples of patch·block, so crop only odd edges.
+    return write_video(frames(), path, width=w - w % 2, height=h - h % 2, fps=fps, options=_X264)
 
 
 # Gradio finds the gr.SelectData parameter of a handler through its type hints, which are

@@ -6,8 +6,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -797,6 +798,42 @@ def write_figures(
 
 
 # -- the export --------------------------------------------------------------------------------
+
+
+def write_video(
+    frames: Iterable[np.ndarray],
+    path: Path,
+    *,
+    width: int,
+    height: int,
+    fps: float,
+    options: dict[str, str] | None = None,
+) -> Path:
+    """Encode RGB frames as an H.264 mp4, written aside and renamed into place.
+
+    Parameters
+    ----------
+    frames : (H, W, 3) uint8 RGB arrays, cropped to ``height`` × ``width`` (both even).
+    path : the mp4 to write.
+
+    Returns
+    -------
+    ``path``, complete; on failure nothing is left at ``path``.
+    """
+    if width % 2 or height % 2 or width < 2 or height < 2:
+        raise ValueError(f"Invalid size ({width}x{height}). Supported values are even sides of at least 2")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.partial.mp4")
+    try:
+        with gateway.VideoWriter(
+            partial, codec="libx264", width=width, height=height, fps=fps, options=options or {}
+        ) as writer:
+            for image in frames:
+                writer.write(image[:height, :width])
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return path
 
 
 def _sha256_file(path: Path) -> str:
