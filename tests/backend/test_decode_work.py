@@ -156,3 +156,28 @@ def test_bad_frame_gates_never_change_a_verdict():
         assert frame_bad_reason(rgb, cfg) == want, (k, want)
         seen[want] = seen.get(want, 0) + 1
     assert all(seen.get(v, 0) > 100 for v in ("", "black", "solid", "green")), seen
+
+
+def test_grid_domain_sums_equal_the_full_size_reduction():
+    """Patch and block sums from the small grid are bit-identical to summing the stretched map."""
+    from backend.score import grid_patch_and_block_sums, normalise_grid, patch_and_block_sums, upsample
+
+    rng = np.random.default_rng(3)
+    checked = 0
+    for k in range(1500):
+        p = int(rng.choice([1, 2, 5, 7, 8, 9, 14, 16, 17, 28, 33, 64, 128, 129]))
+        b = int(rng.integers(1, 4))
+        hb, wb = (b * int(v) for v in rng.integers(1, 10, 2))
+        if hb * wb * p * p > 2_000_000:
+            continue
+        gh, gw = (int(v) for v in rng.integers(1, 60, 2))
+        if k % 2:
+            grid = normalise_grid(rng.integers(0, 5000, (gh, gw)))
+        else:  # arbitrary float32 magnitudes make any change of summation order visible
+            grid = (rng.random((gh, gw)) * 10.0 ** rng.integers(-3, 7)).astype(np.float32)
+        want = patch_and_block_sums(upsample(grid, (hb * p, wb * p)), patch=p, block_size=b)
+        got = grid_patch_and_block_sums(grid, (hb * p, wb * p), patch=p, block_size=b)
+        assert got[0].dtype == np.float32 and got[1].dtype == np.float32
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (p, b, hb, wb, gh, gw)
+        checked += 1
+    assert checked > 1000
