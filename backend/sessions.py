@@ -209,7 +209,7 @@ def save_front(store: SessionStore, key: str, content: str, result: RunResult) -
         result.quality,
     )
     np.save(tmp / "pixels.npy", dec.pixels)
-    _save_arrays(
+    arrays = _save_arrays(
         tmp,
         "arrays",
         {
@@ -245,6 +245,7 @@ def save_front(store: SessionStore, key: str, content: str, result: RunResult) -
             "grid_dtype": str(dec.grids[0].dtype),
         },
         "quality": {"reasons": qual.reasons},
+        "arrays": arrays,
     }
     (tmp / "records.json").write_text(json.dumps(scalars, default=_json_default))
     _save_scores(tmp, result)
@@ -265,44 +266,49 @@ def save_front(store: SessionStore, key: str, content: str, result: RunResult) -
     return final
 
 
-_FRONT_ARRAYS = (
-    "packet_pts_secs",
-    "packet_size_bytes",
-    "packet_is_keyframe",
-    "frame_indices",
-    "sampled_frame_indices",
-    "bitcost_source",
-    "grids",
-    "good",
-)
-_SCORE_ARRAYS = ("patch_scores", "block_scores", "grids", "cap")
+_ALIGN = 64  # bytes: every array in a blob starts aligned for any dtype
 
 
-def _save_arrays(folder: Path, prefix: str, arrays: dict[str, np.ndarray]) -> None:
-    """One ``<prefix>_<name>.npy`` per array (loading those is ~3× faster than an ``.npz``).
+def _save_arrays(folder: Path, prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Write the arrays back to back into ``<prefix>.bin``; return their index for the JSON beside.
 
-    Each file is written under a temporary name and renamed into place.
+    Loading is one read plus a view per array, several times faster than an ``.npz`` (a
+    zip lookup, CRC and parsed header per member) or one ``.npy`` per array.
     """
-    for name, value in arrays.items():
-        tmp = folder / f".{prefix}_{name}.npy.tmp"
-        with tmp.open("wb") as fh:
-            np.save(fh, value)
-        tmp.replace(folder / f"{prefix}_{name}.npy")
+    index: dict[str, Any] = {}
+    offset = 0
+    tmp = folder / f".{prefix}.bin.tmp"
+    with tmp.open("wb") as fh:
+        for name, value in arrays.items():
+            arr = np.asarray(value, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+            pad = -offset % _ALIGN
+            fh.write(bytes(pad))
+            offset += pad
+            index[name] = {"offset": offset, "dtype": arr.dtype.str, "shape": list(arr.shape)}
+            fh.write(arr.tobytes())
+            offset += arr.nbytes
+    tmp.replace(folder / f"{prefix}.bin")
+    return index
 
 
-def _load_arrays(folder: Path, prefix: str, names: tuple[str, ...]) -> Mapping[str, np.ndarray]:
-    """The arrays saved by :func:`_save_arrays`, or by older caches in ``<prefix>.npz``."""
-    old = folder / f"{prefix}.npz"
-    if old.is_file():
-        return np.load(old)
-    return {name: np.load(folder / f"{prefix}_{name}.npy") for name in names}
+def _load_arrays(folder: Path, prefix: str, index: dict[str, Any] | None) -> Mapping[str, np.ndarray]:
+    """The arrays written by :func:`_save_arrays` (or, without an index, an older ``.npz``)."""
+    if index is None:
+        return np.load(folder / f"{prefix}.npz")
+    buf = np.fromfile(folder / f"{prefix}.bin", dtype=np.uint8)
+    out = {}
+    for name, entry in index.items():
+        dtype = np.dtype(entry["dtype"])
+        size = int(np.prod(entry["shape"], dtype=np.int64)) * dtype.itemsize
+        out[name] = buf[entry["offset"] : entry["offset"] + size].view(dtype).reshape(entry["shape"])
+    return out
 
 
 def _save_scores(folder: Path, result: RunResult) -> None:
-    """Score maps as ``scores_<score key>_*.npy``; the debug JSON, written last, marks them complete."""
+    """Score maps as ``scores_<score key>.bin``; the JSON beside, written last, marks them complete."""
     sc = result.scores
     prefix = f"scores_{_score_key(result.options)}"
-    _save_arrays(
+    arrays = _save_arrays(
         folder,
         prefix,
         {
@@ -313,7 +319,7 @@ def _save_scores(folder: Path, result: RunResult) -> None:
         },
     )
     tmp = folder / f".{prefix}.json.tmp"
-    tmp.write_text(json.dumps(sc.debug, default=_json_default))
+    tmp.write_text(json.dumps({"debug": sc.debug, "arrays": arrays}, default=_json_default))
     tmp.replace(folder / f"{prefix}.json")
 
 
@@ -329,7 +335,7 @@ def load_front(folder: Path) -> Front:
     for reuse costs page cache rather than process memory.
     """
     rec = json.loads((folder / "records.json").read_text())
-    arr = _load_arrays(folder, "arrays", _FRONT_ARRAYS)
+    arr = _load_arrays(folder, "arrays", rec.get("arrays"))
     # A plain ndarray view of the map, so callers never see the np.memmap subclass.
     pixels = np.asarray(np.load(folder / "pixels.npy", mmap_mode="r"))
     i = rec["info"]
@@ -380,8 +386,13 @@ def load_scores(folder: Path, options: SelectionOptions, processed_hw: tuple[int
     marker = folder / f"{prefix}.json"
     if not marker.is_file():
         return None
-    debug = json.loads(marker.read_text())
-    arr = _load_arrays(folder, prefix, _SCORE_ARRAYS)
+    meta = json.loads(marker.read_text())
+    if (folder / f"{prefix}.bin").is_file():
+        debug, arr = meta["debug"], _load_arrays(folder, prefix, meta["arrays"])
+    elif (folder / f"{prefix}.npz").is_file():  # an older cache: the JSON is the debug alone
+        debug, arr = meta, _load_arrays(folder, prefix, None)
+    else:
+        return None
     cap = float(arr["cap"])
     return ScoreMaps(
         grids=tuple(arr["grids"]),
@@ -472,7 +483,10 @@ def _cached_front(
     folder = store.cache_lookup(key)
     if folder is None:
         return None, None
-    front = load_front(folder)
+    try:
+        front = load_front(folder)
+    except FileNotFoundError:
+        return None, None  # an incomplete (or unreadable older) cache: decode again
     if memory is not None:
         memory.clear()  # one decoded video at a time
         memory[key] = front
