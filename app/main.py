@@ -1,5 +1,6 @@
 """Gradio app composition: inspector, run panel and sessions over one Workspace."""
 
+import html
 import json
 import os
 import shutil
@@ -80,6 +81,17 @@ SRC_JS = """
     const q = new URLSearchParams({run: run, row: String(Math.round(row)), l: (layers || []).join(','),
       o: String(opacity), c: cmap, s: scale});
     img.src = 'lens/frame?' + q.toString();
+    // The info line comes from the app's own route too: a Gradio event per frame step would
+    // queue behind the image and cost the page a re-render (measured: bench/scrub.py).
+    const seq = (window.__lensInfoSeq = (window.__lensInfoSeq || 0) + 1);
+    const iq = new URLSearchParams({run: run, row: String(Math.round(row))});
+    fetch('lens/info?' + iq.toString())
+      .then((r) => (r.ok ? r.text() : null))
+      .then((t) => {
+        const el = document.querySelector('#frame_info_text');
+        if (t !== null && el && seq === window.__lensInfoSeq) el.innerHTML = t;
+      })
+      .catch(() => {});
   }
   const gd = document.querySelector('#timeline .js-plotly-plot');
   let frames = [];
@@ -135,15 +147,22 @@ def frame_html(url: str | None) -> str:
     return f'<img id="frame_img" src="{url}" alt="frame">'
 
 
-def info_markdown(info: dict[str, Any]) -> str:
+def info_text_html(info: dict[str, Any]) -> str:
+    """The info panel's line for one frame, as an HTML fragment."""
     pts = "–" if info["pts_secs"] is None else f"{info['pts_secs']:.3f} s"
     moved = "" if info["moved_from"] is None else f" · moved from keyframe {info['moved_from']}"
-    bad = "" if not info["bad_reason"] else f" · **bad frame: {info['bad_reason']}**"
+    bad = "" if not info["bad_reason"] else f" · <b>bad frame: {html.escape(str(info['bad_reason']))}</b>"
     role = "anchor (whole frame kept)" if info["is_anchor"] else f"{info['kept_blocks']} kept blocks"
     return (
-        f"candidate {info['candidate_row']} · frame {info['frame_index']} · {pts} · {info['pict_type']} · "
-        f"{info['size_bytes']} bytes · group {info['group_index']} · {role}{moved}{bad}"
+        f"candidate {info['candidate_row']} · frame {info['frame_index']} · {pts} · "
+        f"{html.escape(str(info['pict_type']))} · {info['size_bytes']} bytes · group {info['group_index']} · "
+        f"{role}{moved}{bad}"
     )
+
+
+def info_html(inner: str) -> str:
+    # The browser replaces #frame_info_text's content on every frame step (SRC_JS).
+    return f'<div id="frame_info_text">{inner}</div>'
 
 
 def make_workspace(
@@ -286,12 +305,20 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
             raise gr.Error(str(exc)) from exc
         return result, v
 
+    def info_fragment(rid: str, row: int) -> str:
+        """The info line of one frame (also served at /lens/info for the browser's frame steps)."""
+        result = ws.result(rid)
+        n = int(result.candidates.frame_indices.size)
+        if not 0 <= row < n:
+            raise ValueError(f"Invalid row ({row}). Supported values are 0 to {n - 1}")
+        return info_text_html(prepare_frame_layers(result, row, no_layers).info)
+
     def info_of(rid: str, row: float) -> str:
         if not rid:
-            return "No run open."
+            return info_html("No run open.")
         result = result_of(rid)
         row = min(max(int(row), 0), int(result.candidates.frame_indices.size) - 1)
-        return info_markdown(prepare_frame_layers(result, row, no_layers).info)
+        return info_html(info_fragment(rid, row))
 
     def legend_of(rid: str, row: float, layers, opacity, cmap, scale):
         if not rid:
@@ -343,7 +370,7 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                 with gr.Row():
                     with gr.Column(scale=3):
                         frame = gr.HTML(frame_html(None), elem_id="frame")
-                        info = gr.Markdown("No run open.", elem_id="frame_info")
+                        info = gr.HTML(info_html("No run open."), elem_id="frame_info")
                         slider = gr.Slider(0, 1, value=0, step=1, label="Candidate", elem_id="frame_slider")
                         block = gr.Markdown(
                             "Click a block to see its bitcost, score and rank.", elem_id="block_info"
@@ -438,7 +465,6 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
         )
         src_inputs = [slider, run_box, layers, opacity, colormap, scale, frames_box]
         slider.change(None, src_inputs, None, js=SRC_JS, api_name=False)
-        slider.change(info_of, [run_box, slider], info, api_name=False)
         for c in view_controls[1:]:
             c.change(None, src_inputs, None, js=SRC_JS, api_name=False)
             c.change(legend_of, [run_box, *view_controls], legend, api_name=False)
@@ -603,11 +629,12 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
 
         demo.load(initial, None, [run_box, runs, open_pick], api_name=False)
         demo.lens_render_jpeg = render_jpeg  # served by serve(); kept on the Blocks for benches
+        demo.lens_info = info_fragment
         demo.lens_cache = cache
     return demo
 
 
-def _mount_frame_route(app: Any, render_jpeg: Any) -> None:
+def _mount_frame_route(app: Any, render_jpeg: Any, info_fragment: Any) -> None:
     from fastapi import Query
     from fastapi.responses import Response
 
@@ -621,14 +648,28 @@ def _mount_frame_route(app: Any, render_jpeg: Any) -> None:
         c: str = Query("turbo", max_length=32),
         s: str = Query("frame", max_length=16),
     ) -> Response:
+        t0 = time.perf_counter()
         try:
             data = render_jpeg(run, row, l, o, c, s)
         except (CodecLensError, ValueError) as exc:
             return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
-        # A URL names one immutable frame of one stored run: let the browser keep it.
-        return Response(data, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=3600"})
+        headers = {
+            # A URL names one immutable frame of one stored run: let the browser keep it.
+            "Cache-Control": "private, max-age=3600",
+            # Render time, visible in the browser's resource timing (bench/scrub.py reads it).
+            "Server-Timing": f"render;dur={(time.perf_counter() - t0) * 1000:.1f}",
+        }
+        return Response(data, media_type="image/jpeg", headers=headers)
+
+    def info(run: str = Query(..., max_length=64), row: int = Query(..., ge=0)) -> Response:
+        try:
+            text = info_fragment(run, row)
+        except (CodecLensError, ValueError) as exc:
+            return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
+        return Response(text, media_type="text/html", headers={"Cache-Control": "private, max-age=3600"})
 
     app.add_api_route("/lens/frame", frame, methods=["GET"])
+    app.add_api_route("/lens/info", info, methods=["GET"])
 
 
 def serve(demo: Any, ws: Any, *, host: str, port: int, block: bool = True) -> Any:
@@ -636,7 +677,7 @@ def serve(demo: Any, ws: Any, *, host: str, port: int, block: bool = True) -> An
     from gradio.routes import App
 
     app = App()
-    _mount_frame_route(app, demo.lens_render_jpeg)
+    _mount_frame_route(app, demo.lens_render_jpeg, demo.lens_info)
     demo.launch(
         server_name=host,
         server_port=port,
