@@ -42,6 +42,7 @@ import av
 
 REPO = Path(__file__).resolve().parents[1]
 CVP = Path(sys.executable).parent / "codec-video-prep"
+_REPORTED: set[str] = set()
 
 
 def pyav_decode_secs(video: Path, *, thread_type: str | None) -> float:
@@ -83,7 +84,10 @@ def run_lens(
     cmd = [sys.executable, "-m", "app.cli", "select", str(video), "--out", str(out)]
     wall, cpu, proc = timed_process([*cmd, "--profile", profile, "--json", *extra], cwd=REPO)
     if proc.returncode != 0:
-        print(f"  codec-lens {profile} failed: {proc.stderr.strip().splitlines()[-1]}")
+        message = f"  codec-lens {profile} failed: {proc.stderr.strip().splitlines()[-1]}"
+        if message not in _REPORTED:  # once per clip and profile, not per repetition
+            _REPORTED.add(message)
+            print(message)
         return float("nan"), float("nan"), None
     return wall, cpu, json.loads(proc.stdout)["stage_seconds"]
 
