@@ -110,6 +110,17 @@ SRC_JS = """
 }
 """
 
+# The visible step buttons, in the order they sit under the slider (the keys press hidden twins).
+STEP_BUTTONS = (
+    ("home", "⏮ first"),
+    ("prev_group", "⏪ group"),
+    ("prev_key", "◀ keyframe"),
+    ("prev", "◀ frame"),
+    ("next", "frame ▶"),
+    ("next_key", "keyframe ▶"),
+    ("next_group", "group ⏩"),
+    ("end", "last ⏭"),
+)
 _SLIDER_MAX = "Number(document.querySelector('#frame_slider input[type=range]')?.max ?? r)"
 STEP_JS = {
     "prev": "(r) => Math.max(0, Math.round(r) - 1)",
@@ -372,6 +383,11 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
                         frame = gr.HTML(frame_html(None), elem_id="frame")
                         info = gr.HTML(info_html("No run open."), elem_id="frame_info")
                         slider = gr.Slider(0, 1, value=0, step=1, label="Candidate", elem_id="frame_slider")
+                        with gr.Row(elem_id="step_buttons"):
+                            steps = {
+                                a: gr.Button(label, elem_id=f"step_{a}", size="sm", min_width=40)
+                                for a, label in STEP_BUTTONS
+                            }
                         block = gr.Markdown(
                             "Click a block to see its bitcost, score and rank.", elem_id="block_info"
                         )
@@ -472,7 +488,7 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
         def go(rid: str, row: float, action: str) -> int:
             return navigation.navigate(result_of(rid), int(row), action)
 
-        for action, button in buttons.items():
+        for action, button in [*buttons.items(), *steps.items()]:
             if action in STEP_JS:
                 # One-frame steps and the ends need no server: the slider knows its range.
                 button.click(None, slider, slider, js=STEP_JS[action], api_name=False)

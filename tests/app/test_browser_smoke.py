@@ -75,6 +75,22 @@ def _wait_candidate(page, row: int) -> None:
     )
 
 
+def test_step_buttons_move_the_viewer(page) -> None:
+    page.locator("#frame_slider input[type=range]").fill("10")
+    _wait_candidate(page, 10)
+    page.locator("#step_next").click()
+    _wait_candidate(page, 11)
+    page.locator("#step_prev").click()
+    _wait_candidate(page, 10)
+    page.locator("#step_next_group").click()
+    page.wait_for_function(
+        "() => !document.querySelector('#frame_info').innerText.startsWith('candidate 10 ')", timeout=15_000
+    )
+    assert _candidate(page) > 10
+    page.locator("#step_home").click()
+    _wait_candidate(page, 0)
+
+
 def test_keys_step_one_frame_and_jump_to_group_boundaries(page) -> None:
     page.locator("#frame_slider input[type=range]").fill("0")
     _wait_candidate(page, 0)
