@@ -112,14 +112,14 @@ SRC_JS = """
 
 # The visible step buttons, in the order they sit under the slider (the keys press hidden twins).
 STEP_BUTTONS = (
-    ("home", "⏮ first"),
-    ("prev_group", "⏪ group"),
+    ("home", "|◀ first"),
+    ("prev_group", "◀◀ group"),
     ("prev_key", "◀ keyframe"),
     ("prev", "◀ frame"),
     ("next", "frame ▶"),
     ("next_key", "keyframe ▶"),
-    ("next_group", "group ⏩"),
-    ("end", "last ⏭"),
+    ("next_group", "group ▶▶"),
+    ("end", "last ▶|"),
 )
 _SLIDER_MAX = "Number(document.querySelector('#frame_slider input[type=range]')?.max ?? r)"
 STEP_JS = {
