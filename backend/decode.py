@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -478,15 +479,29 @@ def decode_frames(
         pixels = read.frames if same else read.frames[rows]
     elif want_reader_pixels:
         pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
-        done: dict[int, int] = {}
+        first: dict[int, int] = {}  # a parity backfill carries its source frame's pixels
         for row in range(n):
-            fid = int(source[row])  # a parity backfill carries its source frame's pixels
-            if fid in done:
-                pixels[row] = pixels[done[fid]]
-                continue
+            first.setdefault(int(source[row]), row)
+
+        def convert(fid: int) -> tuple[int, Any, Any]:
+            # Read in this process: convert and run the per-frame work on threads
+            # (OpenCV and numpy release the GIL for the heavy parts).
+            row = first[fid]
             bgr = read.bgr[fid] if read.bgr else src_item[row]["pixels"]  # type: ignore[index]
             _to_processed(bgr, geometry.processed_hw, out=pixels[row])
-            done[fid] = row
+            pix = work.on_pixels(pixels[row]) if work.on_pixels is not None else None
+            need_grid = work.on_grid is not None and fid not in read.results.grids
+            return fid, pix, work.on_grid(grids[row]) if need_grid else None  # type: ignore[misc]
+
+        with ThreadPoolExecutor(max_workers=config.workers) as pool:
+            done = list(pool.map(convert, first))
+        results = FrameResults(
+            pixels={fid: pix for fid, pix, _ in done if pix is not None},
+            grids={**read.results.grids, **{fid: g for fid, _, g in done if g is not None}},
+        )
+        for row in range(n):
+            if first[int(source[row])] != row:
+                pixels[row] = pixels[first[int(source[row])]]
     else:
         pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
         frames = gateway.decode_frames_rgb(info.path, ids, out_width=pw, out_height=ph)
