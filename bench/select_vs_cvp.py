@@ -9,10 +9,12 @@ Every repetition runs, side by side on the same clip and options:
 * cvp's CLI (``codec-video-prep --video V --out_dir D``; needs ffprobe);
 * ``codec-lens select V --out D --profile parity`` and ``--profile clean`` (``python -m
   app.cli``, what the ``codec-lens`` script runs);
-* two in-process PyAV decodes of every frame (no colour conversion, frames discarded):
-  ``pyav`` with PyAV's defaults (thread_type SLICE, thread_count 0 = auto; these clips
-  carry one slice per picture, so it decodes on one core) and ``pyav2`` with
-  thread_type AUTO (frame threads, all cores).
+* three in-process PyAV decodes of every frame (frames discarded): ``pyav`` with PyAV's
+  defaults (thread_type SLICE, thread_count 0 = auto: the H.264 clips here carry one
+  slice per picture, so it runs on one core, CPU time = wall time; the HEVC .ts uses
+  about 1.5 cores), ``pyav2`` with thread_type AUTO (frame threads, all cores), and
+  ``pyrgb``, PyAV's defaults plus converting every frame to RGB at the pipeline's
+  processed size (area filter), i.e. the pixels the pipeline delivers.
 
 Each tool runs as a fresh process, so interpreter start, imports, output writing and
 interpreter exit count for both. Runs are interleaved and the median is reported, because
@@ -45,16 +47,31 @@ CVP = Path(sys.executable).parent / "codec-video-prep"
 _REPORTED: set[str] = set()
 
 
-def pyav_decode_secs(video: Path, *, thread_type: str | None) -> float:
-    """Seconds for one in-process decode of every frame (PyAV defaults if thread_type is None)."""
+def pyav_decode_secs(video: Path, *, thread_type: str | None, rgb_hw: tuple[int, int] | None = None) -> float:
+    """Seconds for one in-process decode of every frame (PyAV defaults if thread_type is None).
+
+    With ``rgb_hw`` each frame is also converted to RGB at that size (area filter), as
+    the pipeline's pixels are.
+    """
     t0 = time.perf_counter()
     with av.open(str(video)) as container:
         stream = container.streams.video[0]
         if thread_type is not None:
             stream.thread_type = thread_type
-        for _ in container.decode(stream):
-            pass
+        for frame in container.decode(stream):
+            if rgb_hw is not None:
+                frame.to_ndarray(format="rgb24", width=rgb_hw[1], height=rgb_hw[0], interpolation="AREA")
     return time.perf_counter() - t0
+
+
+def processed_hw(video: Path) -> tuple[int, int]:
+    """The pipeline's processed frame size for this clip (clean profile, default options)."""
+    sys.path.insert(0, str(REPO))
+    from backend.geometry import GeometryConfig, resolve_geometry
+    from backend.probe import ProbeConfig, probe
+
+    info = probe(video, config=ProbeConfig(profile="clean"))
+    return resolve_geometry(info, config=GeometryConfig(profile="clean")).processed_hw
 
 
 def _children_cpu() -> float:
@@ -131,8 +148,9 @@ def main() -> int:
         f"{os.cpu_count()} CPUs, load average {load0:.1f} at start\n"
     )
     header = (
-        f"{'clip':34s} {'pyav':>5s} {'pyav2':>5s} {'cvp':>5s} {'parity':>6s} {'clean':>5s} │ "
-        f"{'par/cvp':>7s} {'cln/cvp':>7s} │ {'pipe par/pyav':>13s} {'cln/pyav':>8s} {'cln/pyav2':>9s} │ "
+        f"{'clip':34s} {'pyav':>5s} {'pyav2':>5s} {'pyrgb':>5s} {'cvp':>5s} {'parity':>6s} {'clean':>5s} │ "
+        f"{'par/cvp':>7s} {'cln/cvp':>7s} │ {'pipe par/pyav':>13s} {'cln/pyav':>8s} {'cln/pyav2':>9s} "
+        f"{'cln/pyrgb':>9s} │ "
         f"{'cpu cvp':>7s} {'par':>5s} {'cln':>5s}"
     )
     print(header)
@@ -143,6 +161,7 @@ def main() -> int:
             for k in (
                 "pyav",
                 "pyav2",
+                "pyrgb",
                 "cvp",
                 "parity",
                 "clean",
@@ -154,10 +173,12 @@ def main() -> int:
             )
         }
         stages: dict[str, list[dict[str, float]]] = {"cvp": [], "parity": [], "clean": []}
+        rgb_hw = processed_hw(video)
         with tempfile.TemporaryDirectory() as tmp:
             for rep in range(args.repeat):
                 rows["pyav"].append(pyav_decode_secs(video, thread_type=None))
                 rows["pyav2"].append(pyav_decode_secs(video, thread_type="AUTO"))
+                rows["pyrgb"].append(pyav_decode_secs(video, thread_type=None, rgb_hw=rgb_hw))
                 wall, cpu, st = run_cvp(video, Path(tmp) / f"cvp{rep}", extra)
                 rows["cvp"].append(wall)
                 rows["cvp_cpu"].append(cpu)
@@ -172,10 +193,12 @@ def main() -> int:
                         stages[profile].append(st)
         m = {k: median(v) for k, v in rows.items()}
         print(
-            f"{video.name[:34]:34s} {m['pyav']:5.2f} {m['pyav2']:5.2f} {m['cvp']:5.2f} {m['parity']:6.2f} "
+            f"{video.name[:34]:34s} {m['pyav']:5.2f} {m['pyav2']:5.2f} {m['pyrgb']:5.2f} {m['cvp']:5.2f} "
+            f"{m['parity']:6.2f} "
             f"{m['clean']:5.2f} │ {ratio(m['parity'], m['cvp']):7.2f} {ratio(m['clean'], m['cvp']):7.2f} │ "
             f"{ratio(m['parity_pipe'], m['pyav']):13.2f} {ratio(m['clean_pipe'], m['pyav']):8.2f} "
-            f"{ratio(m['clean_pipe'], m['pyav2']):9.2f} │ {m['cvp_cpu']:7.2f} {m['parity_cpu']:5.2f} "
+            f"{ratio(m['clean_pipe'], m['pyav2']):9.2f} {ratio(m['clean_pipe'], m['pyrgb']):9.2f} │ "
+            f"{m['cvp_cpu']:7.2f} {m['parity_cpu']:5.2f} "
             f"{m['clean_cpu']:5.2f}"
         )
         details.append((video.name, m, {k: _median_stages(v) for k, v in stages.items() if v}))
@@ -192,7 +215,8 @@ def main() -> int:
     print(
         "\nwall = whole process (interpreter + imports + run + output + exit); pipe = codec-lens "
         "in-process pipeline total;\npyav = one in-process PyAV decode of every frame with PyAV's "
-        "defaults (slice threads: one core here), pyav2 = thread_type AUTO (frame threads);"
+        "defaults (slice threads: one core on these H.264 clips), pyav2 = thread_type AUTO (frame threads),"
+        "\npyrgb = PyAV defaults plus conversion of every frame to RGB at the processed size (area filter);"
         f"\nload average {os.getloadavg()[0]:.1f} at the end (other work shares the CPUs)."
     )
     return 0
