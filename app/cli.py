@@ -69,7 +69,13 @@ def _tool_modules() -> list[Any]:
     return [luma_cli, compare_cli, export_cli, import_cli]
 
 
-def build_parser() -> argparse.ArgumentParser:
+CORE_COMMANDS = ("select", "reselect", "sessions", "app")
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; for a core command in ``argv`` the tool sub-commands are left out, because
+    importing them (comparison, export: pandas and more) would add about half a second to
+    every ``codec-lens select``."""
     parser = argparse.ArgumentParser(
         prog="codec-lens",
         description="Codec Lens: inspect and reproduce codec-native video token selection.",
@@ -103,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ses.add_argument("--json", action="store_true")
 
-    for module in _tool_modules():
+    command = next((a for a in (argv or []) if not a.startswith("-")), None)
+    for module in [] if command in CORE_COMMANDS else _tool_modules():
         module.add_parser(sub)
 
     app = sub.add_parser("app", help="launch the web app")
@@ -284,7 +291,11 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    if args.command in CORE_COMMANDS:
+        commands = {"select": cmd_select, "reselect": cmd_reselect, "sessions": cmd_sessions, "app": cmd_app}
+        return commands[args.command](args)
     tools = {m.__name__.rsplit(".", 1)[1]: m for m in _tool_modules()}
     commands = {
         "select": cmd_select,
