@@ -23,8 +23,9 @@ children (load-independent, unlike wall time). Ratios: codec-lens wall / cvp wal
 ≤ 0.33) and codec-lens in-process pipeline time (``stage_seconds.total``: probe … pack,
 without imports and output writing) / one PyAV pass (target ≤ 2).
 
-``floor`` rows time a process that only starts and exits: codec-lens importing its CLI and
-building its parser (``import app.cli; build_parser()``), cvp printing ``--help``.
+``floor`` rows time a process that only starts, imports what ``select`` needs and exits:
+codec-lens building its ``select`` parser and importing the pipeline and output modules,
+cvp printing ``--help``.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def run_lens(
 
 def floors(repeat: int) -> dict[str, tuple[float, float]]:
     """Median (wall, cpu) of processes that only start up and exit."""
-    lens = [sys.executable, "-c", "import app.cli as c; c.build_parser()"]
+    code = "import app.cli as c; c.build_parser(['select']); import backend.pipeline, backend.output"
+    lens = [sys.executable, "-c", code]
     cmds = {"codec-lens": (lens, {"cwd": REPO}), "cvp": ([str(CVP), "--help"], {})}
     out = {}
     for name, (cmd, kw) in cmds.items():
