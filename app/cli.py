@@ -138,8 +138,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(message: str) -> int:
-    print(f"codec-lens: error: {message}", file=sys.stderr)
+def fail(message: str) -> int:
+    """Print one error line (``codec-lens: error: …``) and return the bad-input exit code."""
+    print(f"codec-lens: error: {message}".replace("\n", " "), file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -178,7 +179,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     from backend.pipeline import run
 
     if args.out is None and args.session_db is None:
-        return _fail("give --out DIR, --session-db PATH or both")
+        return fail("give --out DIR, --session-db PATH or both")
     t0 = time.perf_counter()
     run_id = None
     try:
@@ -194,9 +195,9 @@ def cmd_select(args: argparse.Namespace) -> int:
         if args.out is not None:
             write_output(result, args.out)
     except CodecLensError as exc:
-        return _fail(exc.one_line())
+        return fail(exc.one_line())
     except ValueError as exc:  # invalid option values
-        return _fail(str(exc).replace("\n", " "))
+        return fail(str(exc).replace("\n", " "))
     summary = _summary(result, options, time.perf_counter() - t0, out=args.out, run_id=run_id)
     _print_summary(summary, args.json)
     return 0
@@ -218,9 +219,9 @@ def cmd_reselect(args: argparse.Namespace) -> int:
         if args.out is not None:
             write_output(result, args.out)
     except CodecLensError as exc:
-        return _fail(exc.one_line())
+        return fail(exc.one_line())
     except ValueError as exc:
-        return _fail(str(exc).replace("\n", " "))
+        return fail(str(exc).replace("\n", " "))
     summary = _summary(
         result,
         result.options,
@@ -240,7 +241,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     from backend.store import SessionStore
 
     if args.action in ("show", "delete") and not args.run_id:
-        return _fail(f"sessions {args.action} needs a RUN_ID")
+        return fail(f"sessions {args.action} needs a RUN_ID")
     try:
         with SessionStore(args.session_db, read_only=args.action != "delete") as store:
             if args.action == "list":
@@ -265,7 +266,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                 store.delete_run(args.run_id)
                 print(f"deleted {args.run_id}")
     except CodecLensError as exc:
-        return _fail(exc.one_line())
+        return fail(exc.one_line())
     return 0
 
 

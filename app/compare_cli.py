@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-EXIT_BAD_INPUT = 2
+from app.cli import fail
 
 _DESCRIPTION = """\
 Encode VIDEO in H.264, HEVC, VP9 and AV1 with matched settings (same GOP, same B-frame structure
@@ -73,11 +73,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     _add_selection_options(parser)
     return parser
-
-
-def _fail(message: str) -> int:
-    print(f"codec-lens: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -186,11 +181,11 @@ def run(args: argparse.Namespace) -> int:
                 args.video, store, config=config, options=options, out_dir=args.out_dir, encoded=args.encoded
             )
     except CodecLensError as exc:
-        return _fail(exc.one_line())
+        return fail(exc.one_line())
     except ValueError as exc:  # invalid option values (configs raise the project's ValueError)
-        return _fail(f"{args.video}: {exc}".replace("\n", " "))
+        return fail(f"{args.video}: {exc}".replace("\n", " "))
     except OSError as exc:
-        return _fail(f"{exc.filename or args.video}: {exc.strerror or exc}")
+        return fail(f"{exc.filename or args.video}: {exc.strerror or exc}")
     s = summary(comparison)
     s["seconds"]["wall"] = round(time.perf_counter() - t0, 3)
     if args.json:

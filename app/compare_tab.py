@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.browser_js import step_js
+
 if TYPE_CHECKING:
     import app.workspace
 
@@ -37,14 +39,7 @@ STEP_LABELS = {
 # self-contained when mounted elsewhere.
 CSS = "#compare_hidden { display: none !important; }"
 
-_SLIDER_MAX = "Number(document.querySelector('#cmp_slider input[type=range]')?.max ?? r)"
-# Plain frame steps need no server: the slider moves in the browser and its change renders.
-STEP_JS = {
-    "prev": "(r) => Math.max(0, Math.round(r) - 1)",
-    "next": f"(r) => Math.min({_SLIDER_MAX}, Math.round(r) + 1)",
-    "home": "(r) => 0",
-    "end": f"(r) => {_SLIDER_MAX}",
-}
+STEP_JS = step_js("cmp_slider")
 
 # The cursor moves in the browser: the figure carries the positions' frame indices in
 # layout.meta.frames. Debounced so a relayout never delays the pane images while scrubbing.

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.cli import fail
+
 EXIT_OK = 0
-EXIT_BAD_INPUT = 2
 PLOTS = ("timeline", "readiness")
 MAX_COMPARE = 3
 
@@ -72,11 +73,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     return p
-
-
-def _fail(message: str) -> int:
-    print(f"codec-lens: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
 
 
 def _format(args: argparse.Namespace) -> str:
@@ -153,11 +149,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = _export(args)
     except CodecLensError as exc:
-        return _fail(exc.one_line())
+        return fail(exc.one_line())
     except ValueError as exc:  # invalid names, ranges and options (the project's ValueError style)
-        return _fail(str(exc).replace("\n", " "))
+        return fail(str(exc).replace("\n", " "))
     except OSError as exc:
-        return _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+        return fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
     if args.json:
         print(json.dumps(summary))
     else:

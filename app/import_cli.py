@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.cli import fail
+
 EXIT_OK = 0
-EXIT_BAD_INPUT = 2
 
 _DESCRIPTION = """\
 Import a codec-video-prep output directory (meta.json, frame_ids.npy, src_patch_position.npy,
@@ -39,11 +40,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(message: str) -> int:
-    print(f"codec-lens: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``import`` command: 0 when stored (match or mismatch), 2 with one error line."""
     from backend.errors import CodecLensError
@@ -54,9 +50,9 @@ def run(args: argparse.Namespace) -> int:
         with SessionStore(args.session_db) as store:
             outcome = import_cvp(args.cvp_dir, args.video, store, config=ImportConfig())
     except CodecLensError as exc:
-        return _fail(exc.one_line())
+        return fail(exc.one_line())
     except ValueError as exc:  # invalid option values
-        return _fail(str(exc).replace("\n", " "))
+        return fail(str(exc).replace("\n", " "))
     if args.json:
         print(json.dumps(outcome.as_dict()))
     else:

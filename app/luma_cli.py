@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.cli import fail
+
 EXIT_OK = 0
-EXIT_BAD_INPUT = 2
 
 ACTIONS = ("analyze", "fit", "apply", "fast-reader", "roundtrip", "batch")
 
@@ -147,11 +148,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- helpers
 
 
-def _fail(message: str) -> int:
-    print(f"codec-lens: error: {message}".replace("\n", " "), file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
 def _geometry(args: argparse.Namespace) -> Any:
     from backend.luma_geometry import make_geometry
 
@@ -218,7 +214,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from backend.luma import analyze_videos
 
     if args.reference is None or args.test is None:
-        return _fail("luma-bias needs --reference and --test (or an action: " + ", ".join(ACTIONS[1:]) + ")")
+        return fail("luma-bias needs --reference and --test (or an action: " + ", ".join(ACTIONS[1:]) + ")")
     analysis = analyze_videos(
         args.test, args.reference, official=args.official, geometry=_geometry(args), config=_measure(args)
     )
@@ -289,7 +285,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     _write_json(args.json, result.to_json())
     if result.failures:
         details = "; ".join(e for _, e in result.failures)
-        return _fail(
+        return fail(
             f"{len(result.failures)} of {len(result.failures) + len(result.clip)} clips failed: {details}"
         )
     return EXIT_OK
@@ -310,7 +306,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         pairs, missing = pair_by_name(items, args.references)
         if missing:
             names = ", ".join(str(m) for m in missing)
-            return _fail(f"{label} clips without a reference in {args.references}: {names}")
+            return fail(f"{label} clips without a reference in {args.references}: {names}")
         analyses, failures = analyze_pairs(
             pairs,
             geometry=geometry,
@@ -318,7 +314,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             on_clip=lambda i, n, p, label=label: print(f"[{label} {i + 1}/{n}] {p}", file=sys.stderr),
         )
         if failures:
-            return _fail("; ".join(e for _, e in failures))
+            return fail("; ".join(e for _, e in failures))
         sets.append([a.report for a in analyses])
     result = fit_and_evaluate(sets[0], sets[1], geometry=geometry, config=fit_config)
     save_model(result.model, args.out)
@@ -380,11 +376,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _COMMANDS[getattr(args, "luma_action", None)](args)
     except CodecLensError as exc:
-        return _fail(exc.one_line())
+        return fail(exc.one_line())
     except ValueError as exc:  # invalid option values (configs raise the project's ValueError)
-        return _fail(str(exc))
+        return fail(str(exc))
     except OSError as exc:  # e.g. a --json path that cannot be written
-        return _fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+        return fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from app.browser_js import step_js
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VIDEO = REPO / "sample_videos" / "flower_timelapse_cc0.mp4"
 DEFAULT_HOME = Path.home() / ".codec-lens"
@@ -121,13 +123,7 @@ STEP_BUTTONS = (
     ("next_group", "group ▶▶"),
     ("end", "last ▶|"),
 )
-_SLIDER_MAX = "Number(document.querySelector('#frame_slider input[type=range]')?.max ?? r)"
-STEP_JS = {
-    "prev": "(r) => Math.max(0, Math.round(r) - 1)",
-    "next": f"(r) => Math.min({_SLIDER_MAX}, Math.round(r) + 1)",
-    "home": "(r) => 0",
-    "end": f"(r) => {_SLIDER_MAX}",
-}
+STEP_JS = step_js("frame_slider")
 
 # Hidden, not invisible: Gradio leaves visible=False components out of the page, and the
 # key handler must be able to click them.
