@@ -21,7 +21,7 @@ from backend.luma_geometry import GopGeometry, LumaGeometry, SlotLayout
 from backend.probe import ProbeConfig, check_input_file, probe
 from backend.records import _check, _ShapeRepr
 from native.errors import FFmpegError
-from native.luma_frames import Yuv420Frame, iter_luma_frames
+from native.luma_frames import COMPILED_KERNEL, Yuv420Frame, iter_luma_frames, measure_yuv420_pair
 
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 """BT.601 full-range luma of 8-bit RGB, Y = 0.299 R + 0.587 G + 0.114 B."""
@@ -201,6 +201,13 @@ class _PairKernel:
         self, test: np.ndarray | Yuv420Frame, refs: Sequence[np.ndarray | Yuv420Frame]
     ) -> tuple[tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray, float]]]:
         """Test (channel sums, cell sums) and, per reference, (channel sums, cell sums, Y SSE)."""
+        if (
+            COMPILED_KERNEL
+            and self.cell % 2 == 0
+            and isinstance(test, Yuv420Frame)
+            and all(isinstance(r, Yuv420Frame) for r in refs)
+        ):
+            return self._compiled(test, refs)
         if self.cell % 2:  # yuv420p bands must start on even rows: convert such frames whole
             test = test.to_rgb() if isinstance(test, Yuv420Frame) else test
             refs = [r.to_rgb() if isinstance(r, Yuv420Frame) else r for r in refs]
@@ -226,6 +233,18 @@ class _PairKernel:
             d_chan, d_cells = self._finish(cols)
             out.append((t_chan - d_chan, t_cells - d_cells, e / 1e6))
         return (t_chan, t_cells), out
+
+    def _compiled(
+        self, test: Yuv420Frame, refs: Sequence[Yuv420Frame]
+    ) -> tuple[tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray, float]]]:
+        """The same figures from the C kernel (one pass per reference, no RGB in memory)."""
+        out = []
+        t_cells = np.zeros(0)
+        for ref in refs:
+            t_cells, d_cells, sse = measure_yuv420_pair(test, ref, self.cell)
+            r_cells = t_cells - d_cells
+            out.append((r_cells.sum(axis=(0, 1)), r_cells[: self.rows, : self.cols], sse / 1e6))
+        return (t_cells.sum(axis=(0, 1)), t_cells[: self.rows, : self.cols]), out
 
 
 def _check_frame(frame: Any, name: str, index: int) -> np.ndarray | Yuv420Frame:

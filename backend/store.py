@@ -73,11 +73,13 @@ _MIGRATIONS = {
         # -- luma-bias tables (issue 5) --
         """CREATE TABLE luma_analyses (
             analysis_id VARCHAR PRIMARY KEY, source VARCHAR NOT NULL, test_path VARCHAR NOT NULL,
-            test_sha256 VARCHAR, reference_path VARCHAR NOT NULL, reference_sha256 VARCHAR, official_path VARCHAR,
-            official_sha256 VARCHAR, geometry_json JSON, keyframes_json JSON, config_json JSON,
+            test_sha256 VARCHAR, reference_path VARCHAR NOT NULL, reference_sha256 VARCHAR,
+            official_path VARCHAR, official_sha256 VARCHAR, geometry_json JSON, keyframes_json JSON,
+            config_json JSON,
             width INTEGER, height INTEGER, cell INTEGER, "offset" INTEGER, truncated BOOLEAN, frames INTEGER,
             p95_all DOUBLE, p95_steady DOUBLE, jump_0_1 DOUBLE, mean_bias DOUBLE, mean_abs_bias DOUBLE,
-            y_psnr_db DOUBLE, summaries_json JSON, versions_json JSON, fit_id VARCHAR, created_at TIMESTAMP)""",
+            y_psnr_db DOUBLE, summaries_json JSON, versions_json JSON, fit_id VARCHAR,
+            created_at TIMESTAMP)""",
         """CREATE TABLE luma_frames (
             analysis_id VARCHAR NOT NULL, reference_label VARCHAR NOT NULL, frame_index INTEGER NOT NULL,
             reference_index INTEGER, bias DOUBLE, psnr_db DOUBLE, y_mse DOUBLE, test_mean_rgb DOUBLE[3],
@@ -92,7 +94,8 @@ _MIGRATIONS = {
         """CREATE TABLE luma_fits (
             fit_id VARCHAR PRIMARY KEY, coeffs_format VARCHAR, coeffs_version INTEGER, coeffs_path VARCHAR,
             coeffs_json JSON, coefficient_count INTEGER, geometry_json JSON, cell INTEGER,
-            train_json JSON, test_json JSON, evaluation_json JSON, versions_json JSON, created_at TIMESTAMP)""",
+            train_json JSON, test_json JSON, evaluation_json JSON, versions_json JSON,
+            created_at TIMESTAMP)""",
         # -- codec comparison tables (issue 6) --
         """CREATE TABLE comparisons (
             comparison_id VARCHAR PRIMARY KEY, status VARCHAR NOT NULL, error VARCHAR, source_path VARCHAR,

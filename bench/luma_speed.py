@@ -5,8 +5,10 @@ Usage::
     python bench/luma_speed.py TEST REFERENCE [--repeat 3] [--geometry h3|gop] [--workers 2]
     python bench/luma_speed.py --make-pair DIR [--frames 120]   # 1344×768 pair, then measure it
 
-The analysis (decode both inputs, convert them to RGB, per-frame bias, Y-PSNR, cell sums, every
-summary) is timed against four ways of only decoding the same two files:
+The analysis (decode both inputs, measure every pair: RGB of each pixel, per-frame bias,
+Y-PSNR, cell sums, then every summary; yuv420p pairs go through the compiled kernel
+``native/_luma_kernel.c`` when it was built, which the bench prints) is timed against four
+ways of only decoding the same two files:
 
 * ``decode rgb, sequential``: each file decoded to RGB arrays (``gateway.iter_rgb``), one
   after the other;
@@ -41,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.luma import MEASURE_WORKERS, MeasureConfig, Prefetch, analyze_videos
 from backend.luma_geometry import make_geometry
 from native import gateway
+from native.luma_frames import COMPILED_KERNEL
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "videos"
 
@@ -134,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     frames = gateway.count_decoded_frames(args.test)
     info = gateway.probe_container(args.test)
     print(f"pair: {args.test} vs {args.reference}: {frames} frames, {info.width}x{info.height}")
+    print(f"measuring kernel: {'compiled (native._luma_kernel)' if COMPILED_KERNEL else 'numpy'}")
 
     runs: dict[str, Callable[[], object]] = {
         "analysis": lambda: analyze_videos(

@@ -9,6 +9,14 @@ import av
 import cv2
 import numpy as np
 
+try:
+    from native import _luma_kernel
+except ImportError:  # built by setup.py when a C compiler is present (optional extension)
+    _luma_kernel = None
+
+COMPILED_KERNEL = _luma_kernel is not None
+"""Whether :func:`measure_yuv420_pair` is available (the C extension was built at install)."""
+
 
 class Yuv420Frame:
     """A decoded limited-range yuv420p frame of even size, converted to RGB on demand.
@@ -68,6 +76,44 @@ class Yuv420Frame:
     def to_rgb(self) -> np.ndarray:
         """The whole frame, (H, W, 3) uint8 RGB."""
         return self.rgb_rows(0, self.shape[0])
+
+
+def measure_yuv420_pair(
+    test: Yuv420Frame, reference: Yuv420Frame, cell: int
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-cell RGB sums of a test frame and of its difference to a reference, in one compiled pass.
+
+    The RGB of both frames is that of :meth:`Yuv420Frame.rgb_rows` (OpenCV's fixed-point BT.601,
+    reproduced bit for bit) but is never stored: each pixel pair is converted, summed and
+    forgotten.
+
+    Parameters
+    ----------
+    test, reference : yuv420p frames of the same even size (H, W).
+    cell : even side of the square cells.
+
+    Returns
+    -------
+    test_cells : (ceil(H/cell), ceil(W/cell), 3) int64, RGB sums of the test frame per cell
+        (edge cells partial).
+    diff_cells : same shape, sums of test − reference RGB per cell.
+    luma_sse : Σ (1000·ΔY)² over all pixels, ΔY the BT.601 luma difference (exact).
+
+    Raises
+    ------
+    RuntimeError : the extension was not built (see ``COMPILED_KERNEL``).
+    ValueError : sizes differ, odd sizes or an odd cell.
+    """
+    if _luma_kernel is None:
+        raise RuntimeError("native._luma_kernel was not built (no C compiler at install)")
+    h, w, _ = test.shape
+    shape = (-(-h // cell), -(-w // cell), 3)
+    test_cells = np.zeros(shape, np.int64)
+    diff_cells = np.zeros(shape, np.int64)
+    sse = _luma_kernel.measure_yuv420(
+        test.y, test.u, test.v, reference.y, reference.u, reference.v, cell, test_cells, diff_cells
+    )
+    return test_cells, diff_cells, sse
 
 
 def iter_luma_frames(path: str | Path, *, thread_count: int = 0) -> Iterator[np.ndarray | Yuv420Frame]:

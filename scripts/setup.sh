@@ -47,9 +47,11 @@ if [[ ! -x .venv/bin/python ]]; then
   fi
 fi
 
-# Reinstall only when the declared dependencies change, so re-runs are quick and need no network.
+# Reinstall only when the declared dependencies or the compiled kernel change, so re-runs are
+# quick and need no network.
 stamp=.venv/.codec-lens-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# setup.py and the C source too: the luma kernel is compiled at install.
+want=$(cat pyproject.toml setup.py native/*.c | sha256sum | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   .venv/bin/python -m pip install -qq --disable-pip-version-check -e '.[test]'
   echo "$want" >"$stamp"

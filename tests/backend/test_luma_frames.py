@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 from clips import encode_clip
@@ -11,7 +16,7 @@ from luma_clip_pairs import make_pair
 
 from backend.luma import MeasureConfig, measure_frames
 from native import gateway
-from native.luma_frames import Yuv420Frame, iter_luma_frames
+from native.luma_frames import COMPILED_KERNEL, Yuv420Frame, iter_luma_frames, measure_yuv420_pair
 
 REAL_CLIPS = ("real_h264_film_friday.mp4", "real_h264_static_parkinglot.mp4", "real_hevc_bbb_1080p.ts")
 
@@ -67,3 +72,84 @@ def test_the_kernel_measures_yuv_frames_as_their_rgb(clips_dir, cell) -> None:
         for name in ("test_mean_rgb", "reference_mean_rgb", "y_mse", "test_cells", "diff_cells"):
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert from_yuv[0].y_mse.min() > 0  # crf 12 vs crf 35 differ
+
+
+def _random_yuv420(rng: np.random.Generator, h: int, w: int) -> Yuv420Frame:
+    """Planes over the whole 0..255 range, so the conversion clamps often in every channel."""
+    i420 = rng.integers(0, 256, size=(h * 3 // 2, w), dtype=np.uint8)
+    return Yuv420Frame(av.VideoFrame.from_ndarray(i420, format="yuv420p"))
+
+
+def _sums_of(rgb_test: np.ndarray, rgb_ref: np.ndarray, cell: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Straightforward per-cell sums and exact Σ(1000·ΔY)² from two RGB frames."""
+    h, w, _ = rgb_test.shape
+    rows, cols = -(-h // cell), -(-w // cell)
+    t = rgb_test.astype(np.int64)
+    d = t - rgb_ref.astype(np.int64)
+    tc = np.zeros((rows, cols, 3), np.int64)
+    dc = np.zeros((rows, cols, 3), np.int64)
+    for r in range(rows):
+        for c in range(cols):
+            window = np.s_[r * cell : (r + 1) * cell, c * cell : (c + 1) * cell]
+            tc[r, c] = t[window].sum(axis=(0, 1))
+            dc[r, c] = d[window].sum(axis=(0, 1))
+    luma = d @ np.asarray([299, 587, 114], np.int64)
+    return tc, dc, int((luma * luma).sum())
+
+
+@pytest.mark.skipif(not COMPILED_KERNEL, reason="native._luma_kernel not built (no C compiler)")
+@pytest.mark.parametrize(("h", "w", "cell"), [(64, 128, 64), (38, 46, 8), (182, 320, 64), (6, 10, 4)])
+def test_compiled_kernel_equals_opencv_rgb_sums(h, w, cell) -> None:
+    rng = np.random.default_rng(h * w + cell)
+    test, ref = _random_yuv420(rng, h, w), _random_yuv420(rng, h, w)
+    rgb_test, rgb_ref = test.to_rgb(), ref.to_rgb()
+    assert (rgb_test == 0).any() and (rgb_test == 255).any()  # clamping is exercised
+    test_cells, diff_cells, sse = measure_yuv420_pair(test, ref, cell)
+    want_t, want_d, want_sse = _sums_of(rgb_test, rgb_ref, cell)
+    assert np.array_equal(test_cells, want_t)
+    assert np.array_equal(diff_cells, want_d)
+    assert sse == want_sse  # exact, not approximately
+
+
+@pytest.mark.skipif(not COMPILED_KERNEL, reason="native._luma_kernel not built (no C compiler)")
+def test_compiled_kernel_refuses_mismatched_frames() -> None:
+    rng = np.random.default_rng(1)
+    with pytest.raises(ValueError, match="same even size"):
+        measure_yuv420_pair(_random_yuv420(rng, 16, 16), _random_yuv420(rng, 16, 32), 8)
+    with pytest.raises(ValueError, match="even cell"):
+        measure_yuv420_pair(_random_yuv420(rng, 16, 16), _random_yuv420(rng, 16, 16), 5)
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux"
+    or shutil.which("cc") is None
+    or not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists(),
+    reason="needs Linux with a C compiler and Python's headers",
+)
+def test_the_compiled_kernel_was_built_where_a_compiler_exists() -> None:
+    # Otherwise the analyzer silently falls back to the (2× slower) numpy kernel.
+    assert COMPILED_KERNEL
+
+
+@pytest.mark.parametrize("name", ["real_h264_film_friday.mp4", "real_hevc_bbb_1080p.ts"])
+def test_all_yuv_pairs_measure_as_their_rgb_on_real_clips(shared_videos, tmp_path, name) -> None:
+    # Every input yuv420p: the compiled kernel (when built) against the numpy kernel over RGB.
+    source, test = shared_videos / name, tmp_path / "test.mp4"
+    frames = list(itertools.islice(gateway.iter_rgb(source), 8))
+    h, w, _ = frames[0].shape
+    with gateway.VideoWriter(test, codec="libx264", width=w, height=h, fps=25, options={"crf": "40"}) as out:
+        for frame in frames:
+            out.write(frame)
+    for cell in (64, 16):
+        config = MeasureConfig(cell=cell)
+        from_yuv = measure_frames(
+            iter_luma_frames(test), [itertools.islice(iter_luma_frames(source), 8)], config=config
+        )
+        from_rgb = measure_frames(
+            gateway.iter_rgb(test), [itertools.islice(gateway.iter_rgb(source), 8)], config=config
+        )
+        assert from_yuv[0].y_mse.max() > 0  # (the first frames of the HEVC clip are black)
+        for field in ("test_mean_rgb", "reference_mean_rgb", "test_cells", "diff_cells"):
+            assert np.array_equal(getattr(from_yuv[0], field), getattr(from_rgb[0], field)), field
+        # The compiled sum is exact; OpenCV's float norm may be one ulp off on 1080p frames.
+        np.testing.assert_allclose(from_yuv[0].y_mse, from_rgb[0].y_mse, rtol=1e-12, atol=0)

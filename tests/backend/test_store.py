@@ -227,7 +227,10 @@ def test_open_run_rebuilds_the_stored_run_from_the_cache(h264_clip, tmp_path):
         run_id, result = select_and_store(h264_clip, store, options=SelectionOptions())
         reopened = open_run(store, run_id)
         assert np.array_equal(reopened.canvases.tokens, result.canvases.tokens)
-        assert all(np.array_equal(a, b) for a, b in zip(reopened.canvases.images, result.canvases.images))
+        assert all(
+            np.array_equal(a, b)
+            for a, b in zip(reopened.canvases.images, result.canvases.images, strict=True)
+        )
         assert [s.start for s in reopened.groups.specs] == [s.start for s in result.groups.specs]
         stored = store.table("tokens", run_id)
         assert len(stored) == len(result.canvases.tokens)
