@@ -1,15 +1,12 @@
-"""Build hook for the one compiled kernel (the luma-bias analyzer's); metadata is in pyproject.toml."""
+"""Build hook for the compiled kernels in native/; all metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
-setup(
-    ext_modules=[
-        Extension(
-            "native._luma_kernel",
-            ["native/_luma_kernel.c"],
-            extra_compile_args=["-O3"],
-            # Without a C compiler the package still installs; the analyzer then measures with numpy.
-            optional=True,
-        )
-    ]
-)
+# Optional: without a C compiler the package still installs, and the callers fall back to
+# numpy/OpenCV (same results, slower); tests fail where a compiler exists but no kernel was built.
+KERNELS = [
+    Extension(f"native.{name}", [f"native/{name}.c"], extra_compile_args=["-O3"], optional=True)
+    for name in ("_luma_kernel", "_frame_kernel")
+]
+
+setup(ext_modules=KERNELS)

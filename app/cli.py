@@ -311,5 +311,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return commands[args.command](args)
 
 
+def entry() -> None:
+    """Console-script entry: run one command, then leave without the interpreter's teardown.
+
+    By the time ``main`` returns every store, file and worker of the command is closed
+    (context managers, joined pools); unloading numpy, OpenCV and PyAV afterwards only costs
+    time (~70 ms per run, a tenth of a short ``select``). Errors take the normal path.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -1,8 +1,5 @@
 """Codec Lens backend: the selection pipeline and analyses as pure functions over records."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("codec-lens")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0.1.0+source"
+# A constant, not importlib.metadata: that import alone costs ~90 ms of every CLI start
+# (tests/backend/test_stages.py keeps it equal to pyproject.toml's version).
+__version__ = "0.1.0"

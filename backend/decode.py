@@ -14,7 +14,7 @@ from backend.configbase import PROFILES, Profile, param, validate_fields
 from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
 from backend.records import Candidates, DecodedFrames, Geometry, VideoInfo, Warning_
 from backend.signals import SIGNAL_KINDS, SignalConfig, compute_signals
-from native import gateway
+from native import frame_stats, gateway
 
 BITCOST_GRIDS = ("adaptive", "sub", "mb", "ctu")
 PIXEL_SOURCES = ("fast_reader", "full_decode")
@@ -157,7 +157,9 @@ class FrameWork:
     :class:`FrameResults` (callers compute those themselves).
     """
 
-    on_pixels: Callable[[np.ndarray], Any] | None = None
+    on_pixels: Callable[..., Any] | None = None
+    """``on_pixels(rgb, stats=PixelStats | None)``: ``stats`` when the frame was copied by the
+    compiled kernel (:func:`native.frame_stats.bgr_to_rgb_with_stats`), else None."""
     on_grid: Callable[[np.ndarray], Any] | None = None
 
 
@@ -225,9 +227,13 @@ def _read(
         # Runs in the reader processes: colour conversion, then the per-frame work.
         pix = None
         if slot is not None and bgr is not None:
-            _to_processed(bgr, processed_hw, out=slot)
+            # At the processed size the reader's frame only needs its channels swapped: the
+            # compiled kernel does that and gathers the bad-frame figures in the same pass.
+            stats = frame_stats.bgr_to_rgb_with_stats(bgr, slot) if bgr.shape[:2] == processed_hw else None
+            if stats is None:
+                _to_processed(bgr, processed_hw, out=slot)
             if work.on_pixels is not None:
-                pix = work.on_pixels(slot)
+                pix = work.on_pixels(slot, stats=stats)
         return pix, _grid_result(item, work, keep_keys, score_key)
 
     def collect(items: list[dict[str, Any]]) -> FrameResults:
@@ -489,7 +495,7 @@ def decode_frames(
             row = first[fid]
             bgr = read.bgr[fid] if read.bgr else src_item[row]["pixels"]  # type: ignore[index]
             _to_processed(bgr, geometry.processed_hw, out=pixels[row])
-            pix = work.on_pixels(pixels[row]) if work.on_pixels is not None else None
+            pix = work.on_pixels(pixels[row], stats=None) if work.on_pixels is not None else None
             need_grid = work.on_grid is not None and fid not in read.results.grids
             return fid, pix, work.on_grid(grids[row]) if need_grid else None  # type: ignore[misc]
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from backend.configbase import param, validate_fields
 from backend.records import DecodedFrames, FrameQuality
+from native.frame_stats import PixelStats
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,18 +49,28 @@ def luma(rgb: np.ndarray) -> np.ndarray:
 _LUMA_WEIGHTS = np.array([4899, 9617, 1868], dtype=np.float64) / 16384
 
 
-def frame_bad_reason(rgb: np.ndarray, config: QualityConfig) -> str:
+def frame_bad_reason(rgb: np.ndarray, config: QualityConfig, *, stats: PixelStats | None = None) -> str:
     """'' for a usable frame, else ``black``, ``solid`` or ``green``.
 
-    The decisions equal numpy float64 mean/std comparisons (cvp's rule). One OpenCV
-    pass gives every channel's mean and std; they rule out each verdict whose
-    necessary condition clearly fails (black needs a dark mean, solid a flat channel),
-    so luma and the exact numpy figures are computed only near a threshold.
+    The decisions equal numpy float64 mean/std comparisons (cvp's rule). Every channel's
+    mean and std (from ``stats`` when the decode worker's kernel gathered them, else one
+    OpenCV pass) rule out each verdict whose necessary condition clearly fails (black
+    needs a dark mean, solid a flat channel), so luma and the exact numpy figures are
+    computed only near a threshold.
+
+    Parameters
+    ----------
+    rgb : (H, W, 3) uint8 RGB frame.
+    config : thresholds.
+    stats : exact sums of exactly these pixels (:class:`native.frame_stats.PixelStats`).
     """
     if rgb.size == 0:
         return "empty"
     rgb = np.ascontiguousarray(rgb)
-    means, stds = (v.ravel() for v in cv2.meanStdDev(rgb))
+    if stats is not None:
+        means, stds = stats.means(), stats.stds()
+    else:
+        means, stds = (v.ravel() for v in cv2.meanStdDev(rgb))
     r_approx, g_approx, b_approx = (float(v) for v in means)
 
     def near_or_below(approx: float, limit: float) -> bool:
@@ -84,7 +95,10 @@ def frame_bad_reason(rgb: np.ndarray, config: QualityConfig) -> str:
             ):
                 return "solid"
     count = rgb.shape[0] * rgb.shape[1]
-    green = cv2.countNonZero(cv2.inRange(rgb, (0, 180, 0), (90, 255, 90)))
+    if stats is not None:
+        green = stats.green
+    else:
+        green = cv2.countNonZero(cv2.inRange(rgb, (0, 180, 0), (90, 255, 90)))
     if green / count >= config.green_fraction:  # exact: integer count / N, as numpy's mean
         return "green"
     if near_or_above(g_approx, 120) and near_or_above(g_approx - max(r_approx, b_approx), 80):

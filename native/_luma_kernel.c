@@ -122,6 +122,7 @@ static int get_plane(PyObject *obj, Py_buffer *view, const char *name)
 
 static PyObject *measure_yuv420(PyObject *self, PyObject *args)
 {
+    (void)self;
     PyObject *obj[6], *tc_obj, *dc_obj, *result = NULL;
     Py_ssize_t cell;
     if (!PyArg_ParseTuple(args, "OOOOOOnOO", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5], &cell, &tc_obj,
@@ -188,6 +189,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_luma_kernel",
-                                    "Compiled per-frame kernel of the luma-bias analyzer.", -1, methods};
+                                    "Compiled per-frame kernel of the luma-bias analyzer.", -1, methods,
+                                    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__luma_kernel(void) { return PyModule_Create(&module); }

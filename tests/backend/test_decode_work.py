@@ -80,7 +80,7 @@ def test_worker_results_equal_the_stages(request, clip, profile, n, mode):
 def test_full_decode_pixels_never_take_reader_results(h264_clip):
     """on_pixels ran on the reader's pixels, which full_decode replaces, so its results are dropped."""
     info, cands, geo = _front(h264_clip, "clean", 1024)
-    work = FrameWork(on_pixels=lambda rgb: "seen", on_grid=lambda grid: grid.shape)
+    work = FrameWork(on_pixels=lambda rgb, stats: "seen", on_grid=lambda grid: grid.shape)
     decoded, results = decode_frames(
         info, cands, geo, config=DecodeConfig(profile="clean", pixel_source="full_decode"), work=work
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -436,3 +438,19 @@ def test_incremental_readiness_window_equals_the_exact_one(kind):
             grow = _GrowingWindow(blocks, start, budget=budget, bins=3)
             for end in range(start + 4, min(len(blocks), start + 64) + 1):
                 assert grow.stats(end) == window_stats(blocks[start:end], budget=budget, bins=3)
+
+
+def test_versions_are_the_installed_ones():
+    # The version strings are read without importlib.metadata (start-up cost); check them against it.
+    from importlib.metadata import PackageNotFoundError, version
+
+    import backend
+    from native import gateway
+
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert f'version = "{backend.__version__}"' in pyproject
+    try:
+        cvp = version("codec-video-prep")
+    except PackageNotFoundError:
+        cvp = None
+    assert gateway.versions()["codec_video_prep"] == (cvp if gateway.bitcost_reader_available() else None)
