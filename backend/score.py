@@ -55,6 +55,41 @@ class ScoreConfig:
         validate_fields(self)
 
 
+def percentile_linear(values: np.ndarray, percentile: float) -> float:
+    """``float(np.percentile(values, percentile))`` (linear method), bit for bit, in ~1/20 of the time.
+
+    np.percentile spends ~100 µs per call on argument handling around a ~5 µs partition,
+    which per frame of a run adds up. This takes the two order statistics with one partition
+    and interpolates with the same numpy operations on the same dtypes as numpy 1.26's
+    ``_quantile``/``_lerp`` (0-d float64 weight, legacy scalar casting), so the result is
+    identical (tests/backend/test_stages.py compares them on random and tied arrays).
+
+    Parameters
+    ----------
+    values : any shape, float dtype, no NaN.
+    percentile : in [0, 100].
+    """
+    flat = np.array(values, copy=True).ravel()
+    n = flat.size
+    virtual = np.asanyarray((n - 1) * np.true_divide(np.asanyarray(percentile, np.float64), 100))
+    previous = np.asanyarray(np.floor(virtual))
+    following = np.asanyarray(previous + 1)
+    if virtual >= n - 1:
+        previous, following = np.asanyarray(-1.0), np.asanyarray(-1.0)
+    elif virtual < 0:
+        previous, following = np.asanyarray(0.0), np.asanyarray(0.0)
+    lo, hi = previous.astype(np.intp), following.astype(np.intp)
+    flat.partition(np.unique([int(lo) % n, int(hi) % n]))
+    a, b = flat[lo], flat[hi]
+    gamma = np.asanyarray(virtual - previous)
+    diff = np.subtract(b, a)
+    result = np.asanyarray(np.add(a, diff * gamma))
+    np.subtract(
+        b, diff * (1 - gamma), out=result, where=gamma >= 0.5, casting="unsafe", dtype=type(result.dtype)
+    )
+    return float(result)
+
+
 def normalise_grid(grid: np.ndarray, *, percentile: float = 99.0, log_scale: bool = True) -> np.ndarray:
     """Clamp negatives, log1p, divide by the percentile, clip to [0, 1].
 
@@ -75,7 +110,7 @@ def normalise_grid(grid: np.ndarray, *, percentile: float = 99.0, log_scale: boo
     arr = np.maximum(arr, np.float32(0))
     if log_scale:
         arr = np.log1p(arr)
-    scale = max(float(np.percentile(arr, percentile)), 1e-6)
+    scale = max(percentile_linear(arr, percentile), 1e-6)
     return np.clip(arr / np.float32(scale), 0, 1).astype(np.float32, copy=False)
 
 

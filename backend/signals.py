@@ -14,6 +14,7 @@ import numpy as np
 from backend.configbase import param, validate_fields
 from backend.errors import DecodeError, UnsupportedVideoError
 from backend.records import VideoInfo, Warning_, _ShapeRepr
+from backend.score import percentile_linear
 from native import side_data
 
 SIGNAL_KINDS: tuple[str, ...] = ("mv", "residual", "qp", "mvres", "pkt_energy")
@@ -378,9 +379,9 @@ def fuse_mvres(
     total = mv_weight + residual_weight
     total = total if total > 0 else 1.0
     # In-place minimum/maximum instead of np.clip: np.clip costs ~4× more on 1080p float32 maps.
-    mv_n = mag / np.float32(max(float(np.percentile(mag, percentile)), 1e-6))
+    mv_n = mag / np.float32(max(percentile_linear(mag, percentile), 1e-6))
     np.maximum(np.minimum(mv_n, 1, out=mv_n), 0, out=mv_n)
-    res_n = res / np.float32(max(float(np.percentile(res, percentile)), 1.0))
+    res_n = res / np.float32(max(percentile_linear(res, percentile), 1.0))
     np.minimum(res_n, 1, out=res_n)
     fused = mv_n * np.float32(mv_weight / total)
     fused += res_n * np.float32(residual_weight / total)

@@ -26,11 +26,18 @@ without imports and output writing) / one PyAV pass (target ≤ 2).
 ``floor`` rows time a process that only starts, imports what ``select`` needs and exits:
 codec-lens building its ``select`` parser and importing the pipeline and output modules,
 cvp printing ``--help``.
+
+The ``lower bound`` table estimates the least process wall any parity implementation could
+reach here: a process importing only numpy, OpenCV and cvp's reader, plus the reader's time
+on the longer side of the best two-way keyframe split, each part timed alone (it assumes two
+cores that do not slow each other, which these do). ``pipe/cvp`` is the in-process pipeline
+total over cvp's process wall.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -73,6 +80,46 @@ def processed_hw(video: Path) -> tuple[int, int]:
 
     info = probe(video, config=ProbeConfig(profile="clean"))
     return resolve_geometry(info, config=GeometryConfig(profile="clean")).processed_hw
+
+
+def reader_critical_path(video: Path) -> float | None:
+    """Seconds of the cvp reader on the longer side of the best two-way split (parity, defaults).
+
+    Parity needs cvp's reader for every sampled frame's bitcost and pixels. Each keyframe-to-
+    keyframe range of the request is read alone (bitcost + pixels at the decoder-output
+    size, no other work running), then the request is cut at the keyframe that minimises
+    the longer side: the least reader time any 2-core schedule can put on its critical
+    path. None when the reader is missing or the clip cannot be split (MPEG-TS).
+    """
+    sys.path.insert(0, str(REPO))
+    from backend.geometry import GeometryConfig, resolve_geometry
+    from backend.keyframes import KeyframeConfig, avoid_keyframes
+    from backend.probe import ProbeConfig, probe
+    from backend.sample import SampleConfig, sample
+    from native import gateway
+
+    if not gateway.bitcost_reader_available():
+        return None
+    info = probe(video, config=ProbeConfig(profile="parity"))
+    if info.stss_keyframes is None:
+        return None
+    candidates = avoid_keyframes(
+        sample(info, config=SampleConfig(profile="parity")), info, config=KeyframeConfig(profile="parity")
+    )
+    h, w = resolve_geometry(info, config=GeometryConfig(profile="parity")).prepared_hw
+    wanted = sorted(set(candidates.frame_indices.tolist()))
+    cuts = [k for k in info.keyframe_indices if wanted[0] < k <= wanted[-1]]
+    bounds = [wanted[0], *cuts, wanted[-1] + 1]
+    secs = []
+    for lo, hi in itertools.pairwise(bounds):
+        part = [i for i in wanted if lo <= i < hi]
+        t0 = time.perf_counter()
+        if part:
+            gateway.read_segment(
+                video, part, export_bitcost=True, export_pixels=True, out_width=w, out_height=h
+            )
+        secs.append(time.perf_counter() - t0)
+    return min(max(sum(secs[:k]), sum(secs[k:])) for k in range(len(secs) + 1))
 
 
 def _children_cpu() -> float:
@@ -122,6 +169,12 @@ def floors(repeat: int) -> dict[str, tuple[float, float]]:
     return out
 
 
+def floor_of_needed_imports(repeat: int) -> float:
+    """Median wall of a process that imports only numpy, OpenCV and cvp's reader, then exits."""
+    code = "import numpy, cv2; from codec_video_prep import cv_reader_fast"
+    return median([timed_process([sys.executable, "-c", code])[0] for _ in range(repeat)])
+
+
 def median(values: list[float]) -> float:
     clean = [v for v in values if v == v]
     return statistics.median(clean) if clean else float("nan")
@@ -157,6 +210,7 @@ def main() -> int:
     )
     print(header)
     details = []
+    bounds: list[tuple[str, dict[str, float], float | None]] = []
     for video in args.videos:
         rows: dict[str, list[float]] = {
             k: []
@@ -204,11 +258,30 @@ def main() -> int:
             f"{m['clean_cpu']:5.2f}"
         )
         details.append((video.name, m, {k: _median_stages(v) for k, v in stages.items() if v}))
+        crit = [reader_critical_path(video) for _ in range(args.repeat)]
+        bounds.append((video.name, m, median([c for c in crit if c is not None]) if any(crit) else None))
     floor = floors(args.repeat)
     print(
         "\nfloor (start + imports + exit, no work): "
         + ", ".join(f"{k} wall {w:.2f} s cpu {c:.2f} s" for k, (w, c) in floor.items())
     )
+    least = floor_of_needed_imports(args.repeat)
+    print(
+        "\nlower bound of a parity run's process wall on this machine = start-up with only what any "
+        f"implementation needs (python, numpy, cv2, cvp's reader: {least:.2f} s) + the cvp reader's "
+        "critical path at the best 2-way keyframe split (parts timed alone):"
+    )
+    print(
+        f"  {'clip':34s} {'cvp':>5s} {'0.33×cvp':>8s} {'reader':>6s} {'bound':>5s} {'bound/cvp':>9s} "
+        f"{'parity':>6s} {'par/cvp':>7s} {'pipe/cvp':>8s}"
+    )
+    for name, m, crit in bounds:
+        bound = least + crit if crit is not None else float("nan")
+        print(
+            f"  {name[:34]:34s} {m['cvp']:5.2f} {0.33 * m['cvp']:8.2f} "
+            f"{crit if crit is not None else float('nan'):6.2f} {bound:5.2f} {ratio(bound, m['cvp']):9.2f} "
+            f"{m['parity']:6.2f} {ratio(m['parity'], m['cvp']):7.2f} {ratio(m['parity_pipe'], m['cvp']):8.2f}"
+        )
     print("\nmedian stage seconds (codec-lens: in-process stages; cvp: its meta.json timing_sec):")
     for name, m, st in details:
         print(f"  {name}: pipeline total parity {m['parity_pipe']:.3f} s, clean {m['clean_pipe']:.3f} s")

@@ -454,3 +454,19 @@ def test_versions_are_the_installed_ones():
     except PackageNotFoundError:
         cvp = None
     assert gateway.versions()["codec_video_prep"] == (cvp if gateway.bitcost_reader_available() else None)
+
+
+def test_percentile_linear_is_numpys_percentile_bit_for_bit():
+    from backend.score import percentile_linear
+
+    rng = np.random.default_rng(7)
+    for trial in range(1500):
+        n = int(rng.integers(1, 2000))
+        values = [
+            rng.random(n).astype(np.float32) * 10,
+            np.log1p(rng.integers(0, 50, n).astype(np.float32)),  # log1p of bitcost-like integers
+            rng.integers(0, 3, n).astype(np.float32),  # heavy ties
+            rng.normal(0, 1e6, n),  # float64
+        ][trial % 4].reshape((1, -1) if trial % 2 else (-1,))
+        for q in (0.0, 1.0, 50.0, 95.0, 99.0, 100.0, float(rng.random() * 100)):
+            assert percentile_linear(values, q) == float(np.percentile(values, q)), (n, q, values.dtype)
