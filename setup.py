@@ -4,9 +4,8 @@ from setuptools import Extension, setup
 
 # Optional: without a C compiler the package still installs, and the callers fall back to
 # numpy/OpenCV (same results, slower); tests fail where a compiler exists but no kernel was built.
-KERNELS = [
-    Extension(f"native.{name}", [f"native/{name}.c"], extra_compile_args=["-O3"], optional=True)
-    for name in ("_luma_kernel", "_frame_kernel")
-]
-
-setup(ext_modules=KERNELS)
+setup(
+    ext_modules=[
+        Extension("native._kernels", ["native/_kernels.c"], extra_compile_args=["-O3"], optional=True)
+    ]
+)

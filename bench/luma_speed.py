@@ -7,7 +7,7 @@ Usage::
 
 The analysis (decode both inputs, measure every pair: RGB of each pixel, per-frame bias,
 Y-PSNR, cell sums, then every summary; yuv420p pairs go through the compiled kernel
-``native/_luma_kernel.c`` when it was built, which the bench prints) is timed against four
+``native/_kernels.c`` when it was built, which the bench prints) is timed against four
 ways of only decoding the same two files:
 
 * ``decode rgb, sequential``: each file decoded to RGB arrays (``gateway.iter_rgb``), one
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     frames = gateway.count_decoded_frames(args.test)
     info = gateway.probe_container(args.test)
     print(f"pair: {args.test} vs {args.reference}: {frames} frames, {info.width}x{info.height}")
-    print(f"measuring kernel: {'compiled (native._luma_kernel)' if COMPILED_KERNEL else 'numpy'}")
+    print(f"measuring kernel: {'compiled (native._kernels)' if COMPILED_KERNEL else 'numpy'}")
 
     runs: dict[str, Callable[[], object]] = {
         "analysis": lambda: analyze_videos(

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 try:
-    from native import _frame_kernel
+    from native import _kernels
 except ImportError:  # built by setup.py when a C compiler is present (optional extension)
-    _frame_kernel = None
+    _kernels = None
 
-COMPILED_KERNEL = _frame_kernel is not None
+COMPILED_KERNEL = _kernels is not None
 """Whether :func:`bgr_to_rgb_with_stats` can run (the C extension was built at install)."""
 
 
@@ -50,7 +50,7 @@ def bgr_to_rgb_with_stats(bgr: np.ndarray, out: np.ndarray) -> PixelStats | None
     The statistics, or None when the kernel was not built (nothing written; the caller
     converts with OpenCV instead).
     """
-    if _frame_kernel is None:
+    if _kernels is None:
         return None
-    sums, squares, green = _frame_kernel.bgr_to_rgb_stats(bgr, out)
+    sums, squares, green = _kernels.bgr_to_rgb_stats(bgr, out)
     return PixelStats(count=int(bgr.shape[0] * bgr.shape[1]), sums=sums, squares=squares, green=green)

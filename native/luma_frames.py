@@ -10,11 +10,11 @@ import cv2
 import numpy as np
 
 try:
-    from native import _luma_kernel
+    from native import _kernels
 except ImportError:  # built by setup.py when a C compiler is present (optional extension)
-    _luma_kernel = None
+    _kernels = None
 
-COMPILED_KERNEL = _luma_kernel is not None
+COMPILED_KERNEL = _kernels is not None
 """Whether :func:`measure_yuv420_pair` is available (the C extension was built at install)."""
 
 
@@ -104,13 +104,13 @@ def measure_yuv420_pair(
     RuntimeError : the extension was not built (see ``COMPILED_KERNEL``).
     ValueError : sizes differ, odd sizes or an odd cell.
     """
-    if _luma_kernel is None:
-        raise RuntimeError("native._luma_kernel was not built (no C compiler at install)")
+    if _kernels is None:
+        raise RuntimeError("native._kernels was not built (no C compiler at install)")
     h, w, _ = test.shape
     shape = (-(-h // cell), -(-w // cell), 3)
     test_cells = np.zeros(shape, np.int64)
     diff_cells = np.zeros(shape, np.int64)
-    sse = _luma_kernel.measure_yuv420(
+    sse = _kernels.measure_yuv420(
         test.y, test.u, test.v, reference.y, reference.u, reference.v, cell, test_cells, diff_cells
     )
     return test_cells, diff_cells, sse

@@ -23,6 +23,9 @@ MAX_GAIN_POINTS = 6_000
 """Cells drawn by the gain scatter (a deterministic stride keeps every slot's share). SVG markers, not
 WebGL: headless and GPU-less browsers draw no WebGL points."""
 
+# One look for every luma figure (the tab shows them stacked).
+_STYLE: dict[str, Any] = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 60, "b": 40}}
+
 
 def slot_colour(slot: int) -> str:
     """The colour of a slot in every luma figure."""
@@ -197,9 +200,8 @@ def prepare_stacked_plot(report: LumaReport) -> go.Figure:
             "ticktext": labels,
         },
         yaxis_title="bias (levels)",
-        template="plotly_white",
         height=400,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        **_STYLE,
     )
     return fig
 
@@ -300,9 +302,8 @@ def prepare_gain_scatter(report: LumaReport, *, max_points: int = MAX_GAIN_POINT
         title=f"gain per slot: {cell}×{cell} cells, d = test − ref vs x, fit d ≈ a + b·x{shown}",
         xaxis_title="test cell luma x (levels)",
         yaxis_title="d (levels)",
-        template="plotly_white",
         height=420,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        **_STYLE,
     )
     return fig
 
@@ -434,9 +435,8 @@ def prepare_fit_plot(result: FitResult) -> go.Figure:
             f"train {len(result.train)} / test {len(result.test)} clips"
         ),
         yaxis_title="RMS of cell luma difference (levels)",
-        template="plotly_white",
         height=380,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        **_STYLE,
     )
     return fig
 
@@ -483,9 +483,8 @@ def prepare_before_after_plot(before: LumaAnalysis, after: LumaAnalysis) -> go.F
         ),
         xaxis_title="frame index",
         yaxis_title="bias (levels)",
-        template="plotly_white",
         height=380,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        **_STYLE,
     )
     return fig
 
@@ -513,8 +512,7 @@ def prepare_before_after_slots(before: LumaAnalysis, after: LumaAnalysis) -> go.
         barmode="group",
         title="steady-state mean bias per slot before → after (error bars: std over frames)",
         yaxis_title="mean bias (levels)",
-        template="plotly_white",
         height=360,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        **_STYLE,
     )
     return fig

@@ -14,7 +14,7 @@ import pytest
 from backend.quality import QualityConfig, frame_bad_reason
 from native.frame_stats import COMPILED_KERNEL, bgr_to_rgb_with_stats
 
-needs_kernel = pytest.mark.skipif(not COMPILED_KERNEL, reason="native._frame_kernel not built (no compiler)")
+needs_kernel = pytest.mark.skipif(not COMPILED_KERNEL, reason="native._kernels not built (no compiler)")
 
 
 def _frames(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -87,6 +87,8 @@ def test_kernel_takes_strided_rows_and_refuses_other_shapes() -> None:
     or not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists(),
     reason="needs Linux with a C compiler and Python's headers",
 )
-def test_the_kernel_was_built_where_a_compiler_exists() -> None:
-    # Otherwise the decode workers silently fall back to three OpenCV passes per frame.
-    assert COMPILED_KERNEL
+def test_the_kernels_were_built_where_a_compiler_exists() -> None:
+    # Otherwise the decode workers and the luma analyzer silently fall back to numpy/OpenCV.
+    from native import luma_frames
+
+    assert COMPILED_KERNEL and luma_frames.COMPILED_KERNEL
