@@ -25,6 +25,7 @@ from backend.pipeline import RunResult, SelectionOptions
 from backend.probe import ProbeConfig, check_input_file, probe
 from backend.records import _check, _ShapeRepr
 from backend.sessions import content_sha256, select_and_store
+from backend.signals import canonical_codec
 from backend.store import SessionStore
 from native import encode as encode_mod
 from native import gateway
@@ -53,7 +54,6 @@ _SPEED_PRESETS: dict[str, dict[str, str]] = {
     "av1": {"fast": "10", "medium": "6", "slow": "4"},  # SVT-AV1 preset
 }
 # Probed decoder names → codec names (PyAV reports AV1 streams by the decoder that opened them).
-_CODEC_ALIASES: dict[str, str] = {"libdav1d": "av1", "libaom-av1": "av1", "av1": "av1", "h265": "hevc"}
 REFERENCE_NAME = "reference.mp4"
 # Lossless H.264 (qp 0 bypasses the transform and quantiser) keeps the exact yuv420p pictures
 # every encoder was fed, so luma bias and PSNR measure each codec alone.
@@ -167,7 +167,7 @@ def parse_crf(text: str, *, codecs: Sequence[str] = CODECS) -> dict[str, int]:
 
 def codec_key(codec_name: str) -> str:
     """The comparison's codec name for a probed codec (``libdav1d`` → ``av1``)."""
-    return _CODEC_ALIASES.get(codec_name, codec_name)
+    return canonical_codec(codec_name)
 
 
 def score_for(codec: str, config: CompareConfig) -> tuple[str, str]:

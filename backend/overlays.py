@@ -16,6 +16,7 @@ import numpy as np
 from backend.pipeline import RunResult
 from backend.records import GroupSelection
 from backend.score import upsample
+from backend.signals import canonical_codec
 
 COLORMAPS: dict[str, int] = {
     "turbo": cv2.COLORMAP_TURBO,
@@ -269,7 +270,8 @@ def codec_grid_lines(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
     ys : (a,) int, rows ``round(k · cell_h)`` for k ≥ 1 inside the frame.
     xs : (b,) int, columns ``round(k · cell_w)``.
     """
-    cell = CODEC_CELL_PX.get(result.info.codec_name, 16)
+    # PyAV names the decoder (libdav1d for AV1), the table the codec.
+    cell = CODEC_CELL_PX.get(canonical_codec(result.info.codec_name), 16)
     (oh, ow), (h, w) = result.geometry.orig_hw, result.geometry.processed_hw
     cell_h, cell_w = cell * h / oh, cell * w / ow
     ys = np.round(np.arange(1, int(h / cell_h) + 1) * cell_h).astype(int)

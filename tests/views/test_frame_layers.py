@@ -107,6 +107,17 @@ def test_codec_grid_lines_land_on_multiples_of_the_scaled_macroblock(result, kep
     assert np.flatnonzero(is_line.all(axis=1)).tolist() == ys.tolist()
 
 
+@pytest.mark.parametrize(
+    ("decoder", "cell"), [("libdav1d", 64), ("hevc", 64), ("libvpx-vp9", 64), ("h264", 16)]
+)
+def test_codec_grid_follows_the_codec_behind_the_decoder_name(result, decoder, cell):
+    # PyAV reports AV1 streams by their decoder (libdav1d); the grid is still AV1's 64 px.
+    renamed = dataclasses.replace(result, info=dataclasses.replace(result.info, codec_name=decoder))
+    (oh, _), (h, _) = result.geometry.orig_hw, result.geometry.processed_hw
+    ys, _ = fl.codec_grid_lines(renamed)
+    assert ys[0] == round(cell * h / oh)
+
+
 def test_patch_and_block_grids_sit_on_patch_and_block_edges(result, kept_row):
     p, f = result.geometry.patch, _block_px(result)
     image = fl.prepare_frame_layers(result, kept_row, dataclasses.replace(PLAIN, patch_grid=True)).image
