@@ -101,9 +101,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     res.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     _add_selection_options(res)
 
-    ses = sub.add_parser("sessions", help="list, show or delete stored runs")
-    ses.add_argument("action", choices=("list", "show", "delete"))
+    ses = sub.add_parser("sessions", help="list, show or delete stored runs; prune the decode cache")
+    ses.add_argument("action", choices=("list", "show", "delete", "prune-cache"))
     ses.add_argument("run_id", nargs="?")
+    ses.add_argument(
+        "--max-gb",
+        type=float,
+        default=None,
+        help="prune-cache: size the decode cache may keep, least recently used decodes go first "
+        "(default: the 10 GiB a run keeps it under)",
+    )
     ses.add_argument(
         "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
     )
@@ -243,7 +250,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.action in ("show", "delete") and not args.run_id:
         return fail(f"sessions {args.action} needs a RUN_ID")
     try:
-        with SessionStore(args.session_db, read_only=args.action != "delete") as store:
+        with SessionStore(args.session_db, read_only=args.action not in ("delete", "prune-cache")) as store:
             if args.action == "list":
                 rows = store.list_runs()
                 if args.json:
@@ -262,11 +269,21 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                     groups = store.table("groups", r.run_id)
                     info["groups"] = groups.drop(columns=["readiness_json"]).to_dict(orient="records")
                 print(json.dumps(info, indent=None if args.json else 2, default=str))
+            elif args.action == "prune-cache":
+                from backend.sessions import DEFAULT_CACHE_BUDGET_BYTES, prune_cache
+
+                budget = DEFAULT_CACHE_BUDGET_BYTES if args.max_gb is None else int(args.max_gb * 2**30)
+                removed = prune_cache(store, budget_bytes=budget)
+                left = store.size_bytes()["cache"]
+                if args.json:
+                    print(json.dumps({"removed": removed, "cache_bytes": left}))
+                else:
+                    print(f"removed {len(removed)} cached decodes; cache now {left / 2**20:.1f} MiB")
             else:
                 store.delete_run(args.run_id)
                 print(f"deleted {args.run_id}")
-    except CodecLensError as exc:
-        return fail(exc.one_line())
+    except (CodecLensError, ValueError) as exc:
+        return fail(exc.one_line() if isinstance(exc, CodecLensError) else f"{args.session_db}: {exc}")
     return 0
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,48 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Warning_):
         return value.as_dict()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+DEFAULT_CACHE_BUDGET_BYTES = 10 * 2**30
+"""Decode-cache size above which the least recently used decodes are removed (10 GiB)."""
+
+
+def prune_cache(store: SessionStore, *, budget_bytes: int, keep: Sequence[str] = ()) -> list[str]:
+    """Remove least recently used cached decodes until the cache fits ``budget_bytes``.
+
+    A decode's last use is its folder's modification time (set when it is written and each
+    time it is read back). Runs stay in the database; only their cached pixels and grids go,
+    so re-selecting one of them decodes the video again.
+
+    Parameters
+    ----------
+    budget_bytes : size the cache may keep (≥ 0).
+    keep : cache keys never removed (e.g. the decode just written).
+
+    Returns
+    -------
+    The removed cache keys, oldest first.
+    """
+    if budget_bytes < 0:
+        raise ValueError(f"Invalid cache budget ({budget_bytes}). Supported values are ≥ 0 bytes.")
+    entries = []
+    for key, folder, size in store.cache_entries():
+        if not folder.is_dir():
+            store.cache_forget(key)  # removed by hand: nothing to keep
+            continue
+        entries.append((folder.stat().st_mtime, key, folder, size))
+    total = sum(size for *_, size in entries)
+    removed = []
+    for _, key, folder, size in sorted(entries):
+        if total <= budget_bytes:
+            break
+        if key in keep:
+            continue
+        store.cache_forget(key)  # unregister first: a crash leaves an orphan folder, never a dangling row
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+        removed.append(key)
+    return removed
 
 
 def save_front(store: SessionStore, key: str, content: str, result: RunResult) -> Path:
@@ -420,11 +463,13 @@ def select_and_store(
     key: str | None = None,
     scores_run_id: str | None = None,
     session_id: str | None = None,
+    cache_budget_bytes: int = DEFAULT_CACHE_BUDGET_BYTES,
 ) -> tuple[str, RunResult]:
     """Run the pipeline, store every table and the decode cache; a failure marks the run failed.
 
     A re-selection passes the cached ``front`` with its cache ``key`` and ``session_id``;
-    the video is then neither hashed nor read.
+    the video is then neither hashed nor read. After a new decode is cached, older ones
+    are removed (least recently used first) while the cache exceeds ``cache_budget_bytes``.
 
     Returns
     -------
@@ -466,6 +511,7 @@ def select_and_store(
     if front is None:
         assert content is not None
         save_front(store, key, content, result)
+        prune_cache(store, budget_bytes=cache_budget_bytes, keep=[key])
     elif scores is None:
         folder = store.cache_lookup(key)
         if folder is not None:
@@ -487,6 +533,7 @@ def _cached_front(
         front = load_front(folder)
     except FileNotFoundError:
         return None, None  # an incomplete (or unreadable older) cache: decode again
+    os.utime(folder)  # last use, for prune_cache
     if memory is not None:
         memory.clear()  # one decoded video at a time
         memory[key] = front

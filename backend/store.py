@@ -532,6 +532,16 @@ class SessionStore:
         folder = Path(row[0])
         return folder if folder.is_dir() else None
 
+    def cache_entries(self) -> list[tuple[str, Path, int]]:
+        """Every registered cached decode: (cache key, folder, size in bytes)."""
+        rows = self._con.cursor().execute("SELECT cache_key, folder, size_bytes FROM signal_cache").fetchall()
+        return [(key, Path(folder), int(size or 0)) for key, folder, size in rows]
+
+    def cache_forget(self, cache_key: str) -> None:
+        """Unregister a cached decode (the caller removes its folder)."""
+        with self._transaction() as tx:
+            tx.execute("DELETE FROM signal_cache WHERE cache_key = ?", [cache_key])
+
     def cache_register(self, cache_key: str, folder: Path, meta: dict[str, Any]) -> None:
         """Record a finished cache folder (written by the caller) under its key."""
         size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())

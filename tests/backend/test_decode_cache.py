@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import requires_cvp
+from conftest import requires_cvp, run_cli
 
 from backend.pipeline import SelectionOptions
-from backend.sessions import load_front, load_scores, open_run, reselect, select_and_store
+from backend.sessions import load_front, load_scores, open_run, prune_cache, reselect, select_and_store
 from backend.store import SessionStore
 
 pytestmark = requires_cvp
@@ -80,3 +80,50 @@ def test_an_incomplete_cache_is_decoded_again(h264_clip, tmp_path):
         _, result, how = reselect(store, run_id, {"images_per_group": 2})
         assert how == "full"
         assert np.array_equal(result.decoded.pixels, first.decoded.pixels)
+
+
+def _three_cached_runs(clip, store: SessionStore) -> list[str]:
+    # Different sample counts decode different frames: three cache entries of one clip.
+    options = [OPTS.replace(num_sampled_frames=n) for n in (48, 40, 32)]
+    return [select_and_store(clip, store, options=o)[0] for o in options]
+
+
+def test_prune_removes_least_recently_used_decodes_first(h264_clip, tmp_path):
+    with SessionStore(tmp_path / "s.duckdb") as store:
+        runs = _three_cached_runs(h264_clip, store)
+        keys = [store.get_run(r).cache_key for r in runs]
+        sizes = {key: size for key, _, size in store.cache_entries()}
+        assert set(sizes) == set(keys) and all(size > 0 for size in sizes.values())
+        _, _, how = reselect(store, runs[0], {"images_per_group": 2})  # reading it back is a use
+        assert how.startswith("cache")
+        removed = prune_cache(store, budget_bytes=sizes[keys[0]])
+        assert removed == [keys[1], keys[2]]  # the two untouched ones, older first
+        assert [key for key, _, _ in store.cache_entries()] == [keys[0]]
+        assert store.cache_lookup(keys[1]) is None and not (store.cache_dir / keys[1]).exists()
+        assert store.size_bytes()["cache"] <= sizes[keys[0]]
+        # The runs stay; an evicted one is decoded again and gives the same selection.
+        _, again, how = reselect(store, runs[1], {})
+        assert how == "full"
+        assert np.array_equal(again.canvases.tokens, open_run(store, runs[1]).canvases.tokens)
+
+
+def test_a_run_keeps_its_new_decode_whatever_the_budget(h264_clip, tmp_path):
+    with SessionStore(tmp_path / "s.duckdb") as store:
+        first, _ = select_and_store(h264_clip, store, options=OPTS)
+        second, _ = select_and_store(
+            h264_clip, store, options=OPTS.replace(num_sampled_frames=40), cache_budget_bytes=0
+        )
+        assert [key for key, _, _ in store.cache_entries()] == [store.get_run(second).cache_key]
+        assert store.get_run(first).status == "done"
+        with pytest.raises(ValueError, match=r"Invalid cache budget \(-1\)"):
+            prune_cache(store, budget_bytes=-1)
+
+
+def test_cli_prunes_the_cache(h264_clip, tmp_path):
+    db = tmp_path / "s.duckdb"
+    with SessionStore(db) as store:
+        keys = [store.get_run(r).cache_key for r in _three_cached_runs(h264_clip, store)]
+    res = run_cli("sessions", "prune-cache", "--max-gb", "0", "--session-db", db, "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out == {"removed": keys, "cache_bytes": 0}
