@@ -15,7 +15,17 @@ from typing import Any
 EXIT_BAD_INPUT = 2
 
 
-def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+def add_store_options(
+    parser: argparse.ArgumentParser, *, json_help: str = "print the result as one JSON object"
+) -> None:
+    """``--session-db`` (default :data:`DEFAULT_SESSION_DB`) and ``--json`` of the stored commands."""
+    parser.add_argument(
+        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
+    )
+    parser.add_argument("--json", action="store_true", help=json_help)
+
+
+def add_selection_options(parser: argparse.ArgumentParser) -> None:
     from backend.pipeline import SelectionOptions
 
     for field in dataclasses.fields(SelectionOptions):
@@ -90,16 +100,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--session-db", type=Path, help="store the run in this DuckDB session file and print its id"
     )
     sel.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    _add_selection_options(sel)
+    add_selection_options(sel)
 
     res = sub.add_parser("reselect", help="re-run a stored run with changed options, from its cached decode")
     res.add_argument("run_id")
     res.add_argument("--out", help="also write a cvp-style output directory")
-    res.add_argument(
-        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
-    )
-    res.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    _add_selection_options(res)
+    add_store_options(res, json_help="print the summary as one JSON object")
+    add_selection_options(res)
 
     ses = sub.add_parser("sessions", help="list, show or delete stored runs; prune the decode cache")
     ses.add_argument("action", choices=("list", "show", "delete", "prune-cache"))
@@ -111,10 +118,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="prune-cache: size the decode cache may keep, least recently used decodes go first "
         "(default: the 10 GiB a run keeps it under)",
     )
-    ses.add_argument(
-        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
-    )
-    ses.add_argument("--json", action="store_true")
+    add_store_options(ses)
 
     command = next((a for a in (argv or []) if not a.startswith("-")), None)
     for module in [] if command in CORE_COMMANDS else _tool_modules():

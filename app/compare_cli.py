@@ -27,7 +27,7 @@ With --encoded, the given files are the variants and VIDEO is their luma referen
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``compare`` on an argparse subparsers object."""
-    from app.cli import DEFAULT_SESSION_DB, _add_selection_options
+    from app.cli import add_selection_options, add_store_options
     from backend.compare import CODECS, FALLBACK_SCORES, SPEEDS
 
     parser = subparsers.add_parser(
@@ -67,11 +67,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--out-dir", type=Path, help="folder for the encodes (default: next to the session db)"
     )
-    parser.add_argument(
-        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
-    )
-    parser.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
-    _add_selection_options(parser)
+    add_store_options(parser, json_help="print the comparison as one JSON object")
+    add_selection_options(parser)
     return parser
 
 

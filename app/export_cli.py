@@ -27,7 +27,7 @@ Paths must lie inside the current directory or a folder given with --allow-dir."
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``export`` on an argparse subparsers object."""
-    from app.cli import DEFAULT_SESSION_DB
+    from app.cli import add_store_options
 
     p = subparsers.add_parser(
         "export",
@@ -68,10 +68,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=[],
         help="also allow writing inside this folder (the current directory is always allowed)",
     )
-    p.add_argument(
-        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
-    )
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_store_options(p, json_help="print the result as one JSON object")
     return p
 
 

@@ -23,7 +23,7 @@ whose tokens are cvp's. Exit 0 on match or mismatch (see the status), 2 on bad i
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``import`` on an argparse subparsers object."""
-    from app.cli import DEFAULT_SESSION_DB
+    from app.cli import add_store_options
 
     parser = subparsers.add_parser(
         "import",
@@ -33,10 +33,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("cvp_dir", metavar="CVP_DIR", type=Path, help="a codec-video-prep output directory")
     parser.add_argument("video", metavar="VIDEO", type=Path, help="the video cvp read")
-    parser.add_argument(
-        "--session-db", type=Path, default=DEFAULT_SESSION_DB, help=f"default {DEFAULT_SESSION_DB}"
-    )
-    parser.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    add_store_options(parser, json_help="print the outcome as one JSON object")
     return parser
 
 
