@@ -525,6 +525,7 @@ def _cached_front(
     """The decode cached under ``key`` (from ``memory`` first) and its folder when it was read."""
     front = memory.get(key) if memory is not None else None
     if front is not None:
+        _mark_used(memory.get(f"{key}/folder"))  # type: ignore[union-attr]
         return front, None
     folder = store.cache_lookup(key)
     if folder is None:
@@ -533,11 +534,18 @@ def _cached_front(
         front = load_front(folder)
     except FileNotFoundError:
         return None, None  # an incomplete (or unreadable older) cache: decode again
-    os.utime(folder)  # last use, for prune_cache
+    _mark_used(folder)
     if memory is not None:
         memory.clear()  # one decoded video at a time
         memory[key] = front
+        memory[f"{key}/folder"] = folder
     return front, folder
+
+
+def _mark_used(folder: Path | None) -> None:
+    """Record a use of a cached decode (its folder's mtime), which :func:`prune_cache` orders by."""
+    if folder is not None and folder.is_dir():
+        os.utime(folder)
 
 
 def _cached_scores(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -127,3 +128,14 @@ def test_cli_prunes_the_cache(h264_clip, tmp_path):
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out == {"removed": keys, "cache_bytes": 0}
+
+
+def test_a_reselection_from_memory_counts_as_a_use(h264_clip, tmp_path):
+    with SessionStore(tmp_path / "s.duckdb") as store:
+        run_id, _ = select_and_store(h264_clip, store, options=OPTS)
+        folder = store.cache_lookup(store.get_run(run_id).cache_key)
+        memory: dict = {}
+        reselect(store, run_id, {"images_per_group": 2}, memory=memory)  # loads the decode into memory
+        os.utime(folder, (1_000_000, 1_000_000))
+        _, _, how = reselect(store, run_id, {"images_per_group": 3}, memory=memory)
+        assert how.startswith("cache") and folder.stat().st_mtime > 1_000_000
