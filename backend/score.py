@@ -68,6 +68,10 @@ def percentile_linear(values: np.ndarray, percentile: float) -> float:
     ----------
     values : any shape, float dtype, no NaN.
     percentile : in [0, 100].
+
+    Returns
+    -------
+    The percentile as a Python float.
     """
     flat = np.array(values, copy=True).ravel()
     n = flat.size
