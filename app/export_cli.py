@@ -99,7 +99,8 @@ def build_figures(results: Sequence[tuple[str, Any]], plots: Sequence[str], grou
 
 
 def _export(args: argparse.Namespace) -> dict[str, Any]:
-    from backend.export import ExportConfig, load_export_run, parse_frame_range, parse_names, write_export
+    from backend.configbase import parse_names
+    from backend.export import ExportConfig, load_export_run, parse_frame_range, write_export
     from backend.store import SessionStore
 
     if len(args.compare) > MAX_COMPARE:

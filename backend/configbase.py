@@ -61,3 +61,21 @@ def field_help(config_cls: type) -> dict[str, dict[str, Any]]:
     for field in dataclasses.fields(config_cls):
         out[field.name] = dict(field.metadata) | {"default": field.default}
     return out
+
+
+def parse_names(text: str | Sequence[str], choices: Sequence[str], *, what: str) -> tuple[str, ...]:
+    """Split ``a,b,c`` (or take a sequence), strip, drop empties and duplicates, check each name.
+
+    Raises ``ValueError("Invalid <what> (name). Supported values are …")`` for an unknown name.
+    """
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[str] = []
+    for item in items:
+        name = str(item).strip()
+        if not name:
+            continue
+        if name not in choices:
+            raise ValueError(f"Invalid {what} ({name!r}). Supported values are {', '.join(choices)}.")
+        if name not in out:
+            out.append(name)
+    return tuple(out)

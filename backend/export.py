@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from backend import __version__
-from backend.configbase import param, validate_fields
+from backend.configbase import param, parse_names, validate_fields
 from backend.errors import OutputError
 from backend.overlays import (
     ANCHOR_RGB,
@@ -117,25 +117,6 @@ WEBM_OPTIONS: dict[str, str] = {"b": "0", "deadline": "good", "cpu-used": "4", "
 
 
 # -- names and ranges --------------------------------------------------------------------------
-
-
-def _choices_error(what: str, value: Any, choices: Sequence[str]) -> ValueError:
-    return ValueError(f"Invalid {what} ({value!r}). Supported values are {', '.join(choices)}.")
-
-
-def parse_names(text: str | Sequence[str], choices: Sequence[str], *, what: str) -> tuple[str, ...]:
-    """Split ``a,b,c`` (or take a sequence), strip, drop empties and duplicates, check each name."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    out: list[str] = []
-    for item in items:
-        name = str(item).strip()
-        if not name:
-            continue
-        if name not in choices:
-            raise _choices_error(what, name, choices)
-        if name not in out:
-            out.append(name)
-    return tuple(out)
 
 
 def parse_frame_range(text: str | None) -> tuple[int, int | None] | None:

@@ -13,6 +13,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from backend.configbase import parse_names
 from backend.pipeline import RunResult
 from backend.records import GroupSelection
 from backend.score import upsample
@@ -123,11 +124,7 @@ def layer_options(
     layers: str | Sequence[str], *, opacity: float = 0.5, colormap: str = "turbo", scale: str = "frame"
 ) -> LayerOptions:
     """LayerOptions for layer names (a sequence, or ``a,b,c``); unknown names list the choices."""
-    items = layers.split(",") if isinstance(layers, str) else list(layers)
-    chosen = {str(x).strip() for x in items if str(x).strip()}
-    unknown = sorted(chosen - set(LAYER_NAMES))
-    if unknown:
-        raise ValueError(f"Invalid layer ({unknown[0]!r}). Supported values are {', '.join(LAYER_NAMES)}.")
+    chosen = set(parse_names(layers, LAYER_NAMES, what="layer"))
     return LayerOptions(
         heatmap="heatmap" in chosen,
         opacity=float(opacity),
