@@ -105,15 +105,25 @@ def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
         )
 
 
-def _to_processed(bgr: np.ndarray, processed_hw: tuple[int, int], *, out: np.ndarray) -> None:
-    """BGR reader output → RGB at the processed size (cvp's prepare_frames resize)."""
+def _to_processed(
+    bgr: np.ndarray, processed_hw: tuple[int, int], *, out: np.ndarray
+) -> frame_stats.PixelStats | None:
+    """BGR reader output → RGB at the processed size (cvp's prepare_frames resize).
+
+    At the processed size the frame only needs its channels swapped: the compiled kernel
+    does that and gathers the bad-frame figures in the same pass (returned; None when
+    the frame was resized or the kernel is not built).
+    """
     h, w = processed_hw
     if bgr.shape[:2] == (h, w):
-        cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=out)
-        return
+        stats = frame_stats.bgr_to_rgb_with_stats(bgr, out)
+        if stats is None:
+            cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB, dst=out)
+        return stats
     shrink = h < bgr.shape[0] or w < bgr.shape[1]
     resized = cv2.resize(bgr, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
     cv2.cvtColor(resized, cv2.COLOR_BGR2RGB, dst=out)
+    return None
 
 
 def _split_parts(info: VideoInfo, uniq: list[int], config: DecodeConfig) -> list[list[int]] | None:
@@ -178,7 +188,7 @@ class _ReadOut:
     frames: np.ndarray | None = None
     """(m, H, W, 3) RGB at the processed size, already converted where it was read."""
     frame_row: dict[int, int] = field(default_factory=dict)
-    """frame index → row of ``frames``."""
+    """frame index → row of ``frames`` (the sorted distinct requested frames)."""
     bgr: dict[int, np.ndarray] = field(default_factory=dict)
     """Reader BGR pixels read apart from ``items`` (fallback path), not yet converted."""
     results: FrameResults = field(default_factory=FrameResults)
@@ -222,16 +232,13 @@ def _read(
     parts = _split_parts(info, uniq, config) if gateway.can_fork() else None
     size = {"out_width": w, "out_height": h}
     frame_shape = (*processed_hw, 3)
+    rows = {fid: row for row, fid in enumerate(uniq)}  # split reads fill ``frames`` in this order
 
     def hook(item: dict[str, Any], bgr: np.ndarray | None, slot: np.ndarray | None) -> tuple[Any, Any]:
         # Runs in the reader processes: colour conversion, then the per-frame work.
         pix = None
         if slot is not None and bgr is not None:
-            # At the processed size the reader's frame only needs its channels swapped: the
-            # compiled kernel does that and gathers the bad-frame figures in the same pass.
-            stats = frame_stats.bgr_to_rgb_with_stats(bgr, slot) if bgr.shape[:2] == processed_hw else None
-            if stats is None:
-                _to_processed(bgr, processed_hw, out=slot)
+            stats = _to_processed(bgr, processed_hw, out=slot)
             if work.on_pixels is not None:
                 pix = work.on_pixels(slot, stats=stats)
         return pix, _grid_result(item, work, keep_keys, score_key)
@@ -261,7 +268,6 @@ def _read(
         )
         try:
             items = reads.wait()
-            rows = {fid: row for row, fid in enumerate(uniq)}
             return _ReadOut(items, "split", reads.pixels, rows if pixels else {}, results=collect(items))
         except RuntimeError:
             pass  # fall through to a serial read
@@ -299,7 +305,6 @@ def _read(
     try:
         pixel_items = pixel_reads.wait()
         results = collect(pixel_items)
-        rows = {fid: row for row, fid in enumerate(uniq)}
         return _ReadOut(
             items,
             "bitcost here, pixels in workers",
@@ -494,8 +499,8 @@ def decode_frames(
             # (OpenCV and numpy release the GIL for the heavy parts).
             row = first[fid]
             bgr = read.bgr[fid] if read.bgr else src_item[row]["pixels"]  # type: ignore[index]
-            _to_processed(bgr, geometry.processed_hw, out=pixels[row])
-            pix = work.on_pixels(pixels[row], stats=None) if work.on_pixels is not None else None
+            stats = _to_processed(bgr, geometry.processed_hw, out=pixels[row])
+            pix = work.on_pixels(pixels[row], stats=stats) if work.on_pixels is not None else None
             need_grid = work.on_grid is not None and fid not in read.results.grids
             return fid, pix, work.on_grid(grids[row]) if need_grid else None  # type: ignore[misc]
 

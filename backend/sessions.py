@@ -522,30 +522,26 @@ def select_and_store(
 def _cached_front(
     store: SessionStore, key: str, memory: dict[str, Any] | None
 ) -> tuple[Front | None, Path | None]:
-    """The decode cached under ``key`` (from ``memory`` first) and its folder when it was read."""
-    front = memory.get(key) if memory is not None else None
-    if front is not None:
-        _mark_used(memory.get(f"{key}/folder"))  # type: ignore[union-attr]
-        return front, None
-    folder = store.cache_lookup(key)
-    if folder is None:
-        return None, None
-    try:
-        front = load_front(folder)
-    except FileNotFoundError:
-        return None, None  # an incomplete (or unreadable older) cache: decode again
-    _mark_used(folder)
-    if memory is not None:
-        memory.clear()  # one decoded video at a time
-        memory[key] = front
-        memory[f"{key}/folder"] = folder
+    """The decode cached under ``key`` (from ``memory`` first) and its cache folder, if still on disk."""
+    if memory is not None and key in memory:
+        # Remembered with its folder, so no store lookup.
+        front, folder = memory[key], memory[f"{key}/folder"]
+        if not folder.is_dir():
+            return front, None  # pruned since: the decode in memory still serves
+    else:
+        folder = store.cache_lookup(key)
+        if folder is None:
+            return None, None
+        try:
+            front = load_front(folder)
+        except FileNotFoundError:
+            return None, None  # an incomplete (or unreadable older) cache: decode again
+        if memory is not None:
+            memory.clear()  # one decoded video at a time
+            memory[key] = front
+            memory[f"{key}/folder"] = folder
+    os.utime(folder)  # a use of the cached decode: prune_cache removes the least recent first
     return front, folder
-
-
-def _mark_used(folder: Path | None) -> None:
-    """Record a use of a cached decode (its folder's mtime), which :func:`prune_cache` orders by."""
-    if folder is not None and folder.is_dir():
-        os.utime(folder)
 
 
 def _cached_scores(
