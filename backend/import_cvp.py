@@ -19,7 +19,7 @@ from backend.errors import InputError
 from backend.pipeline import ProgressCallback, RunResult, SelectionOptions
 from backend.probe import ProbeConfig, probe
 from backend.records import TOKEN_COLUMNS, Canvases, VideoInfo, Warning_
-from backend.sessions import run_tables, select_and_store
+from backend.sessions import run_columns, select_and_store
 from backend.store import SessionStore
 from native import gateway
 
@@ -834,8 +834,8 @@ def import_cvp(
     else:
         imported = with_tokens(result, tokens, cvp.canvas_group_index, warnings=all_warnings)
     parent = store.get_run(recomputed_id)
-    tables = run_tables(imported)
-    del tables["score_grids"]  # the recomputation stored the same maps; scores_run_id points there
+    # The recomputation stored the same score maps; scores_run_id points there.
+    tables = run_columns(imported, score_grids=False)
     status = comparison.status
     run_config = options.as_dict() | {IMPORT_KEY: str(cvp.directory.resolve()), IMPORT_STATUS_KEY: status}
     run_id = store.insert_finished_run(

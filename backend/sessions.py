@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from backend import __version__
 from backend.errors import CodecLensError, StoreError
@@ -164,11 +163,6 @@ def run_columns(result: RunResult, *, score_grids: bool = True) -> dict[str, dic
             "grid": np.array([np.ascontiguousarray(g, np.float32).tobytes() for g in grids], object),
         }
     return out
-
-
-def run_tables(result: RunResult) -> dict[str, pd.DataFrame]:
-    """The run's rows for the store as DataFrames: frames, groups, readiness steps, tokens, score grids."""
-    return {name: pd.DataFrame(cols) for name, cols in run_columns(result).items()}
 
 
 def _summary(result: RunResult, key: str | None, scores_run_id: str | None) -> dict[str, Any]:

@@ -8,12 +8,13 @@ import threading
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import REPO_ROOT, requires_cvp, run_cli
 
 from backend.errors import StoreError
 from backend.pipeline import SelectionOptions, run
-from backend.sessions import reselect, run_tables, select_and_store
+from backend.sessions import reselect, run_columns, select_and_store
 from backend.store import SCHEMA_VERSION, SessionStore
 
 pytestmark = requires_cvp
@@ -31,7 +32,7 @@ def stored(h264_clip, tmp_path_factory):
 
 def test_every_table_round_trips(stored):
     db, run_id, result = stored
-    expected = run_tables(result)
+    expected = {name: pd.DataFrame(cols) for name, cols in run_columns(result).items()}
     with SessionStore(db, read_only=True) as store:
         for name, frame in expected.items():
             got = store.table(name, run_id)
