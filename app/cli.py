@@ -208,7 +208,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     except CodecLensError as exc:
         return fail(exc.one_line())
     except ValueError as exc:  # invalid option values
-        return fail(str(exc).replace("\n", " "))
+        return fail(str(exc))
     summary = _summary(result, options, time.perf_counter() - t0, out=args.out, run_id=run_id)
     _print_summary(summary, args.json)
     return 0
@@ -232,7 +232,7 @@ def cmd_reselect(args: argparse.Namespace) -> int:
     except CodecLensError as exc:
         return fail(exc.one_line())
     except ValueError as exc:
-        return fail(str(exc).replace("\n", " "))
+        return fail(str(exc))
     summary = _summary(
         result,
         result.options,
@@ -315,15 +315,11 @@ def cmd_app(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
-    if args.command in CORE_COMMANDS:
-        commands = {"select": cmd_select, "reselect": cmd_reselect, "sessions": cmd_sessions, "app": cmd_app}
-        return commands[args.command](args)
+    core = {"select": cmd_select, "reselect": cmd_reselect, "sessions": cmd_sessions, "app": cmd_app}
+    if args.command in core:
+        return core[args.command](args)
     tools = {m.__name__.rsplit(".", 1)[1]: m for m in _tool_modules()}
     commands = {
-        "select": cmd_select,
-        "reselect": cmd_reselect,
-        "sessions": cmd_sessions,
-        "app": cmd_app,
         "luma-bias": tools["luma_cli"].run,
         "compare": tools["compare_cli"].run,
         "export": tools["export_cli"].run,

@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     except CodecLensError as exc:
         return fail(exc.one_line())
     except ValueError as exc:  # invalid option values (configs raise the project's ValueError)
-        return fail(f"{args.video}: {exc}".replace("\n", " "))
+        return fail(f"{args.video}: {exc}")
     except OSError as exc:
         return fail(f"{exc.filename or args.video}: {exc.strerror or exc}")
     s = summary(comparison)

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     except CodecLensError as exc:
         return fail(exc.one_line())
     except ValueError as exc:  # invalid names, ranges and options (the project's ValueError style)
-        return fail(str(exc).replace("\n", " "))
+        return fail(str(exc))
     except OSError as exc:
         return fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
     if args.json:

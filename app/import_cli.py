@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     except CodecLensError as exc:
         return fail(exc.one_line())
     except ValueError as exc:  # invalid option values
-        return fail(str(exc).replace("\n", " "))
+        return fail(str(exc))
     if args.json:
         print(json.dumps(outcome.as_dict()))
     else:
