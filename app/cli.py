@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -315,6 +316,9 @@ def cmd_app(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    if not gc.isenabled():  # disabled by entry() for the start-up imports
+        gc.freeze()  # the imported modules' objects: never garbage, never rescanned
+        gc.enable()
     core = {"select": cmd_select, "reselect": cmd_reselect, "sessions": cmd_sessions, "app": cmd_app}
     if args.command in core:
         return core[args.command](args)
@@ -335,6 +339,12 @@ def entry() -> None:
     (context managers, joined pools); unloading numpy, OpenCV and PyAV afterwards only costs
     time (~70 ms per run, a tenth of a short ``select``). Errors take the normal path.
     """
+    # OpenBLAS starts a spinning worker thread per CPU at numpy import; our matrices are small,
+    # and on two CPUs those threads took ~0.1 s of CPU per `select` from the decode workers.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Imports allocate enough to trigger ~60 cyclic-GC passes (~12 ms) that find nothing;
+    # main() re-enables the collector once the parser has imported the pipeline.
+    gc.disable()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
