@@ -630,9 +630,9 @@ def with_tokens(
 
 def _as_written(rgb: np.ndarray, fmt: str) -> np.ndarray:
     """RGB pixels after the round trip through cvp's file format (JPEG q95 is lossy)."""
-    bgr = np.ascontiguousarray(rgb[:, :, ::-1])
     if fmt == "png":
         return rgb
+    bgr = cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)
     ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, _JPEG_QUALITY])
     if not ok:  # pragma: no cover - OpenCV always encodes uint8 BGR
         raise RuntimeError("cv2.imencode failed")
