@@ -75,8 +75,9 @@ def read_bitcost(
     thread_type: str = "slice",
     thread_count: int = 1,
     target_only: bool = True,
+    export_bitcost: bool = True,
 ) -> list[dict[str, Any]]:
-    """Per-frame bitcost grids (and BGR pixels) from cvp's patched decoder.
+    """Per-frame bitcost grids (and BGR pixels) from cvp's patched decoder, read from the start.
 
     Parameters
     ----------
@@ -88,6 +89,7 @@ def read_bitcost(
     thread_type, thread_count : decoder threading ("slice" / "frame").
     target_only : let the decoder skip bitcost for pictures far from the wanted
         frames (cvp's default; it drops maps of reordered P frames, spec §14.5).
+    export_bitcost : False returns pixels only (``bitcost`` None).
 
     Returns
     -------
@@ -106,7 +108,7 @@ def read_bitcost(
                 str(path),
                 ids,
                 int(thread_count),
-                1,
+                1 if export_bitcost else 0,
                 thread_type,
                 None,
                 1 if export_pixels else 0,
@@ -169,21 +171,40 @@ def _read_into(
     keep_keys: tuple[str, ...] | None,
     size: tuple[int, int],
     hook: FrameHook | None = None,
+    seek: bool = True,
 ) -> list[dict[str, Any]]:
-    """Read one part; fill its rows of ``pixels[offset:]`` and keep only wanted maps."""
-    items = read_segment(
-        path,
-        part,
-        export_bitcost=export_bitcost,
-        export_pixels=pixels is not None,
-        out_width=size[1],
-        out_height=size[0],
-    )
+    """Read one part; fill its rows of ``pixels[offset:]`` and keep only wanted maps.
+
+    ``seek`` False decodes from the file's start, exporting only the part's frames (for
+    containers where the reader's seek is not trusted); unpruned, like a segment read.
+    """
+    if seek:
+        items = read_segment(
+            path,
+            part,
+            export_bitcost=export_bitcost,
+            export_pixels=pixels is not None,
+            out_width=size[1],
+            out_height=size[0],
+        )
+    else:
+        items = read_bitcost(
+            path,
+            part,
+            export_pixels=pixels is not None,
+            export_bitcost=export_bitcost,
+            target_only=False,
+            out_width=size[1],
+            out_height=size[0],
+        )
     out = []
     for row, item in enumerate(items):
         bitcost = item.get("bitcost")
         if bitcost is not None and keep_keys is not None:
-            item["bitcost"] = {k: v for k, v in bitcost.items() if k in keep_keys}
+            kept = {k: v for k, v in bitcost.items() if k in keep_keys}
+            # None of the wanted grids: pass the names of those present (not their
+            # arrays) so the caller's error can list them.
+            item["bitcost"] = kept or dict.fromkeys(bitcost)
         bgr = item.pop("pixels", None)
         slot = pixels[offset + row] if pixels is not None and row < len(part) else None
         if hook is not None:
@@ -212,6 +233,8 @@ class SegmentReads:
     frame ``sum(parts, [])[i]``. Without a hook a row holds the reader's BGR frame;
     with one (``frame_shape`` sets the row shape) the hook fills it, so per-frame work
     such as colour conversion and statistics runs in parallel with the other parts.
+    Parts seek to their keyframe (``seek``), or decode from the start where the reader's
+    seek cannot be trusted.
     """
 
     def __init__(
@@ -227,6 +250,7 @@ class SegmentReads:
         read_first_here: bool = True,
         hook: FrameHook | None = None,
         frame_shape: tuple[int, ...] | None = None,
+        seek: bool = True,
     ) -> None:
         import mmap
         import multiprocessing
@@ -240,6 +264,7 @@ class SegmentReads:
         self._keep = keep_keys
         self._first_here = read_first_here
         self._hook = hook
+        self._seek = seek
         self.pixels: np.ndarray | None = None
         if export_pixels:
             shape = tuple(frame_shape) if frame_shape is not None else (int(out_height), int(out_width), 3)
@@ -263,6 +288,7 @@ class SegmentReads:
                 keep_keys,
                 self._size,
                 hook,
+                seek,
             )
             child = ctx.Process(target=_segment_child, args=(send, *args), daemon=True)
             child.start()
@@ -287,6 +313,7 @@ class SegmentReads:
                 self._keep,
                 self._size,
                 self._hook,
+                self._seek,
             )
         errors = []
         for k, child, recv in self._children:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 
+import av
 import numpy as np
 import pytest
 
-from backend.decode import DecodeConfig, FrameWork, decode, decode_frames
+from backend.decode import DecodeConfig, FrameWork, _split_parts, decode, decode_frames
 from backend.geometry import GeometryConfig, resolve_geometry
 from backend.keyframes import KeyframeConfig, avoid_keyframes
 from backend.probe import ProbeConfig, probe
@@ -33,7 +34,8 @@ def _front(path, profile: str, n: int):
         ("h264_clip", "parity", 1024, "split"),
         # Sparse parity sampling can prune maps: pixels in workers, bitcost here.
         ("parkinglot", "parity", 64, "bitcost here, pixels in workers"),
-        ("vp9_clip", "clean", 1024, "serial"),
+        # WebM: the reader's seek is not trusted, so the second part decodes from the start.
+        ("vp9_clip", "clean", 1024, "split from start"),
     ],
 )
 def test_worker_results_equal_the_stages(request, clip, profile, n, mode):
@@ -178,3 +180,68 @@ def test_grid_domain_sums_equal_the_full_size_reduction():
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), (p, b, hb, wb, gh, gw)
         checked += 1
     assert checked > 1000
+
+
+def _remux(src, dst):
+    """Copy the video packets of ``src`` into another container (no re-encode)."""
+    with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
+        stream = out.add_stream_from_template(inp.streams.video[0])
+        for packet in inp.demux(inp.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = stream
+                out.mux(packet)
+    return dst
+
+
+@pytest.mark.parametrize("clip", ["vp9_webm", "h264_bframes_ts", "hevc_1080p_ts"])
+def test_split_from_start_equals_a_serial_read(request, tmp_path, clip):
+    """Without a trusted seek the second part decodes a lead-in from frame 0; what it
+    returns must equal one serial read: pixels, maps, picture types, per-frame results."""
+    if clip == "vp9_webm":
+        path = request.getfixturevalue("vp9_clip")
+    elif clip == "h264_bframes_ts":
+        path = _remux(request.getfixturevalue("h264_clip"), tmp_path / "h264_bframes.ts")
+    else:
+        path = request.getfixturevalue("shared_videos") / "real_hevc_bbb_1080p.ts"
+        if not path.is_file():
+            pytest.skip(f"{path} not found")
+    info, cands, geo = _front(path, "clean", 1024)
+    assert info.stss_keyframes is None
+    qcfg, scfg = QualityConfig(), ScoreConfig()
+    work = FrameWork(
+        on_pixels=functools.partial(frame_bad_reason, config=qcfg),
+        on_grid=functools.partial(frame_scores, geometry=geo, config=scfg),
+    )
+    split, split_results = decode_frames(info, cands, geo, config=DecodeConfig(workers=2), work=work)
+    serial, serial_results = decode_frames(info, cands, geo, config=DecodeConfig(workers=1), work=work)
+    assert split.read_mode == "split from start" and serial.read_mode == "serial"
+    assert np.array_equal(split.pixels, serial.pixels)
+    assert split.pict_types == serial.pict_types
+    assert np.array_equal(split.bitcost_source, serial.bitcost_source)
+    assert all(np.array_equal(a, b) for a, b in zip(split.grids, serial.grids, strict=True))
+    assert split_results.pixels == serial_results.pixels
+    assert split_results.grids.keys() == serial_results.grids.keys()
+    for fid, want in serial_results.grids.items():
+        assert all(np.array_equal(a, b) for a, b in zip(split_results.grids[fid], want, strict=True))
+
+
+class _Info:
+    def __init__(self, stss, keyframes=(0,)):
+        self.stss_keyframes = stss
+        self.keyframe_indices = keyframes
+
+
+def test_split_parts_by_container_and_density():
+    dense = list(range(120))
+    # MP4 family: cut at the keyframe nearest the middle, parts seek.
+    mp4 = _split_parts(_Info((1, 49, 97), (0, 48, 96)), dense, DecodeConfig())
+    assert mp4 is not None and mp4.seek and mp4.parts == [dense[:48], dense[48:]]
+    # No trusted seek: the first part is longer by what the lead-in costs
+    # (k = 0.55·k + (120 − k) → k ≈ 83), and the two parts cover the request once.
+    lead = _split_parts(_Info(None), dense, DecodeConfig())
+    assert lead is not None and not lead.seek
+    assert lead.parts[0] + lead.parts[1] == dense and len(lead.parts[0]) == 83
+    # Sparse requests decode nearly everything in both parts: not worth a second process.
+    assert _split_parts(_Info(None), list(range(0, 377, 6)), DecodeConfig()) is None
+    assert _split_parts(_Info(None), dense, DecodeConfig(workers=1)) is None
+    assert _split_parts(_Info(None), dense[:20], DecodeConfig()) is None
