@@ -2,7 +2,7 @@
 
 Usage::
 
-    python bench/select_vs_cvp.py VIDEO [VIDEO ...] [--repeat 3] [-- extra cvp options]
+    python bench/select_vs_cvp.py VIDEO [VIDEO ...] [--repeat 3] [--baseline DIR] [-- extra cvp options]
 
 Every repetition runs, side by side on the same clip and options:
 
@@ -22,6 +22,10 @@ the machine is shared. ``cpu`` is the user+system time of a tool's process and i
 children (load-independent, unlike wall time). Ratios: codec-lens wall / cvp wall (target
 ≤ 0.33) and codec-lens in-process pipeline time (``stage_seconds.total``: probe … pack,
 without imports and output writing) / one PyAV pass (target ≤ 2).
+
+``--baseline DIR`` also runs another checkout of codec-lens (e.g. ``git worktree add
+../before REV`` then ``python setup.py build_ext --inplace`` there) in the same interleaved
+rounds and prints its walls beside this tree's: before/after ratios measured side by side.
 
 ``floor`` rows time a process that only starts, imports what ``select`` needs and exits:
 codec-lens building its ``select`` parser and importing the pipeline and output modules,
@@ -144,10 +148,11 @@ def run_cvp(video: Path, out: Path, extra: list[str]) -> tuple[float, float, dic
 
 
 def run_lens(
-    video: Path, out: Path, profile: str, extra: list[str]
+    video: Path, out: Path, profile: str, extra: list[str], *, repo: Path = REPO
 ) -> tuple[float, float, dict[str, float] | None]:
     cmd = [sys.executable, "-m", "app.cli", "select", str(video), "--out", str(out)]
-    wall, cpu, proc = timed_process([*cmd, "--profile", profile, "--json", *extra], cwd=REPO)
+    env = {**os.environ, "PYTHONPATH": str(repo)}  # this checkout's modules, not the installed ones
+    wall, cpu, proc = timed_process([*cmd, "--profile", profile, "--json", *extra], cwd=repo, env=env)
     if proc.returncode != 0:
         message = f"  codec-lens {profile} failed: {proc.stderr.strip().splitlines()[-1]}"
         if message not in _REPORTED:  # once per clip and profile, not per repetition
@@ -195,6 +200,7 @@ def main() -> int:
     )
     parser.add_argument("videos", nargs="+", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another codec-lens checkout to time alongside")
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
     load0 = os.getloadavg()[0]
@@ -211,6 +217,7 @@ def main() -> int:
     print(header)
     details = []
     bounds: list[tuple[str, dict[str, float], float | None]] = []
+    baseline_rows: list[tuple[str, dict[str, float]]] = []
     for video in args.videos:
         rows: dict[str, list[float]] = {
             k: []
@@ -226,6 +233,8 @@ def main() -> int:
                 "cvp_cpu",
                 "parity_cpu",
                 "clean_cpu",
+                "base_parity",
+                "base_clean",
             )
         }
         stages: dict[str, list[dict[str, float]]] = {"cvp": [], "parity": [], "clean": []}
@@ -247,7 +256,12 @@ def main() -> int:
                     rows[f"{profile}_pipe"].append(st["total"] if st else float("nan"))
                     if st:
                         stages[profile].append(st)
+                    if args.baseline is not None:
+                        out = Path(tmp) / f"base_{profile}{rep}"
+                        wall = run_lens(video, out, profile, extra, repo=args.baseline.resolve())[0]
+                        rows[f"base_{profile}"].append(wall)
         m = {k: median(v) for k, v in rows.items()}
+        baseline_rows.append((video.name, m))
         print(
             f"{video.name[:34]:34s} {m['pyav']:5.2f} {m['pyav2']:5.2f} {m['pyrgb']:5.2f} {m['cvp']:5.2f} "
             f"{m['parity']:6.2f} "
@@ -282,6 +296,18 @@ def main() -> int:
             f"{crit if crit is not None else float('nan'):6.2f} {bound:5.2f} {ratio(bound, m['cvp']):9.2f} "
             f"{m['parity']:6.2f} {ratio(m['parity'], m['cvp']):7.2f} {ratio(m['parity_pipe'], m['cvp']):8.2f}"
         )
+    if args.baseline is not None:
+        print(f"\nbaseline {args.baseline} (median process wall, same rounds; ratio = this tree / baseline):")
+        print(
+            f"  {'clip':34s} {'base par':>8s} {'parity':>6s} {'ratio':>5s} "
+            f"{'base cln':>8s} {'clean':>5s} {'ratio':>5s}"
+        )
+        for name, m in baseline_rows:
+            print(
+                f"  {name[:34]:34s} {m['base_parity']:8.2f} {m['parity']:6.2f} "
+                f"{ratio(m['parity'], m['base_parity']):5.2f} {m['base_clean']:8.2f} {m['clean']:5.2f} "
+                f"{ratio(m['clean'], m['base_clean']):5.2f}"
+            )
     print("\nmedian stage seconds (codec-lens: in-process stages; cvp: its meta.json timing_sec):")
     for name, m, st in details:
         print(f"  {name}: pipeline total parity {m['parity_pipe']:.3f} s, clean {m['clean_pipe']:.3f} s")
