@@ -172,7 +172,10 @@ class DecodedFrames(_ShapeRepr):
     pixel_source: str
     """``fast_reader`` (deblocking skipped, cvp's path) or ``full_decode``."""
     read_mode: str = "serial"
-    """How the reader was driven: ``serial``, ``split`` or ``bitcost+pixel workers``."""
+    """How the reader was driven: ``serial``; ``split`` (two processes, the second seeking to a
+    keyframe); ``split from start`` (the second decoding a lead-in from frame 0, for containers
+    without a trusted seek); ``bitcost here, pixels in workers`` (parity with pruning); or
+    ``serial (split failed)``."""
     warnings: tuple[Warning_, ...] = ()
 
     def __post_init__(self) -> None:
