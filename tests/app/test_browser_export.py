@@ -8,7 +8,7 @@ from pathlib import Path
 
 import av
 import pytest
-from lens_browser import BROWSER_MARKS, open_page, served_app
+from lens_browser import BROWSER_MARKS, open_inspector_page, served_app
 
 pytestmark = BROWSER_MARKS
 
@@ -38,8 +38,7 @@ def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str
 
 @pytest.fixture(scope="module")
 def page(app_url: str) -> Iterator[object]:
-    with open_page(app_url, accept_downloads=True) as pg:
-        pg.wait_for_selector("#frame_img", timeout=60_000)
+    with open_inspector_page(app_url, accept_downloads=True) as pg:
         pg.locator("#frame_slider input[type=range]").fill("12")  # the viewed frame
         pg.wait_for_function(
             "() => document.querySelector('#frame_info').innerText.startsWith('candidate 12 ')",

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import REPO_ROOT
-from lens_browser import ARTIFACTS, BROWSER_MARKS, open_page, served_app
+from lens_browser import ARTIFACTS, BROWSER_MARKS, open_inspector_page, served_app
 
 pytestmark = BROWSER_MARKS
 
@@ -32,12 +32,7 @@ def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str
 
 @pytest.fixture(scope="module")
 def page(app_url: str) -> Iterator[object]:
-    with open_page(app_url) as pg:
-        pg.wait_for_function(
-            "() => { const i = document.querySelector('#frame_img');"
-            " return i && i.complete && i.naturalWidth; }",
-            timeout=30_000,
-        )
+    with open_inspector_page(app_url) as pg:
         yield pg
 
 
