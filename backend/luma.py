@@ -20,8 +20,9 @@ from backend.errors import CodecLensError, DecodeError, InputError
 from backend.luma_geometry import GopGeometry, LumaGeometry, SlotLayout
 from backend.probe import ProbeConfig, check_input_file, probe
 from backend.records import _check, _ShapeRepr
+from native.compiled import COMPILED_KERNEL
 from native.errors import FFmpegError
-from native.luma_frames import COMPILED_KERNEL, Yuv420Frame, iter_luma_frames, measure_yuv420_pair
+from native.luma_frames import Yuv420Frame, iter_luma_frames, measure_yuv420_pair
 
 LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
 """BT.601 full-range luma of 8-bit RGB, Y = 0.299 R + 0.587 G + 0.114 B."""

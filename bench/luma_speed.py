@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from backend.luma import MEASURE_WORKERS, MeasureConfig, Prefetch, analyze_videos
 from backend.luma_geometry import make_geometry
 from native import gateway
-from native.luma_frames import COMPILED_KERNEL
+from native.compiled import COMPILED_KERNEL
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "videos"
 

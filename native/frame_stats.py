@@ -6,13 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-try:
-    from native import _kernels
-except ImportError:  # built by setup.py when a C compiler is present (optional extension)
-    _kernels = None
-
-COMPILED_KERNEL = _kernels is not None
-"""Whether :func:`bgr_to_rgb_with_stats` can run (the C extension was built at install)."""
+from native.compiled import kernels as _kernels
 
 
 @dataclass(frozen=True)

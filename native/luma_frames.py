@@ -9,13 +9,7 @@ import av
 import cv2
 import numpy as np
 
-try:
-    from native import _kernels
-except ImportError:  # built by setup.py when a C compiler is present (optional extension)
-    _kernels = None
-
-COMPILED_KERNEL = _kernels is not None
-"""Whether :func:`measure_yuv420_pair` is available (the C extension was built at install)."""
+from native.compiled import kernels as _kernels
 
 
 class Yuv420Frame:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from backend.quality import QualityConfig, frame_bad_reason
-from native.frame_stats import COMPILED_KERNEL, bgr_to_rgb_with_stats
+from native.compiled import COMPILED_KERNEL
+from native.frame_stats import bgr_to_rgb_with_stats
 
 needs_kernel = pytest.mark.skipif(not COMPILED_KERNEL, reason="native._kernels not built (no compiler)")
 
@@ -89,6 +90,6 @@ def test_kernel_takes_strided_rows_and_refuses_other_shapes() -> None:
 )
 def test_the_kernels_were_built_where_a_compiler_exists() -> None:
     # Otherwise the decode workers and the luma analyzer silently fall back to numpy/OpenCV.
-    from native import luma_frames
+    from native import frame_stats, luma_frames
 
-    assert COMPILED_KERNEL and luma_frames.COMPILED_KERNEL
+    assert COMPILED_KERNEL and frame_stats._kernels is not None and luma_frames._kernels is not None
