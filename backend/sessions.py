@@ -518,8 +518,7 @@ def _cached_front(
 ) -> tuple[Front | None, Path | None]:
     """The decode cached under ``key`` (from ``memory`` first) and its cache folder, if still on disk."""
     if memory is not None and key in memory:
-        # Remembered with its folder, so no store lookup.
-        front, folder = memory[key], memory[f"{key}/folder"]
+        front, folder = memory[key]  # remembered with its folder: no store lookup
         if not folder.is_dir():
             return front, None  # pruned since: the decode in memory still serves
     else:
@@ -532,8 +531,7 @@ def _cached_front(
             return None, None  # an incomplete (or unreadable older) cache: decode again
         if memory is not None:
             memory.clear()  # one decoded video at a time
-            memory[key] = front
-            memory[f"{key}/folder"] = folder
+            memory[key] = (front, folder)
     os.utime(folder)  # a use of the cached decode: prune_cache removes the least recent first
     return front, folder
 
@@ -570,7 +568,7 @@ def reselect(
 ) -> tuple[str, RunResult, str]:
     """Re-run a stored run with some options changed, reusing its cached decode when possible.
 
-    ``memory`` (cache key → Front), when given, keeps decoded fronts between calls
+    ``memory`` (cache key → (Front, cache folder)), when given, keeps decoded fronts between calls
     (the app passes one per session) so repeated re-selections skip the disk read.
 
     Returns
