@@ -53,7 +53,6 @@ _SPEED_PRESETS: dict[str, dict[str, str]] = {
     "vp9": {"fast": "6", "medium": "3", "slow": "1"},  # cpu-used with deadline=good
     "av1": {"fast": "10", "medium": "6", "slow": "4"},  # SVT-AV1 preset
 }
-# Probed decoder names → codec names (PyAV reports AV1 streams by the decoder that opened them).
 REFERENCE_NAME = "reference.mp4"
 # Lossless H.264 (qp 0 bypasses the transform and quantiser) keeps the exact yuv420p pictures
 # every encoder was fed, so luma bias and PSNR measure each codec alone.
@@ -163,11 +162,6 @@ def parse_crf(text: str, *, codecs: Sequence[str] = CODECS) -> dict[str, int]:
             except ValueError:
                 raise ValueError(f"Invalid crf ({raw.strip()!r}). Supported values are integers.") from None
     return out
-
-
-def codec_key(codec_name: str) -> str:
-    """The comparison's codec name for a probed codec (``libdav1d`` → ``av1``)."""
-    return canonical_codec(codec_name)
 
 
 def score_for(codec: str, config: CompareConfig) -> tuple[str, str]:
@@ -501,7 +495,7 @@ def given_variants(paths: Sequence[str | Path], *, config: CompareConfig) -> tup
     for i, path in enumerate(paths):
         p = check_input_file(path)
         info = probe(p, config=ProbeConfig())
-        codec = codec_key(info.codec_name)
+        codec = canonical_codec(info.codec_name)  # libdav1d → av1
         score, score_note = score_for(codec, config)
         duration = info.total_frames / info.fps if info.fps else info.duration_secs
         out.append(
@@ -903,7 +897,7 @@ def compare(
     started = time.perf_counter()
     try:
         planned = (
-            [(codec_key(probe(p, config=ProbeConfig()).codec_name), p) for p in encoded]
+            [(canonical_codec(probe(p, config=ProbeConfig()).codec_name), p) for p in encoded]
             if encoded
             else [(codec, codec) for codec in config.codecs]
         )
