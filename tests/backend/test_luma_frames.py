@@ -12,7 +12,8 @@ from luma_clip_pairs import make_pair
 
 from backend.luma import MeasureConfig, measure_frames
 from native import gateway
-from native.luma_frames import COMPILED_KERNEL, Yuv420Frame, iter_luma_frames, measure_yuv420_pair
+from native.compiled import COMPILED_KERNEL
+from native.luma_frames import Yuv420Frame, iter_luma_frames, measure_yuv420_pair
 
 REAL_CLIPS = ("real_h264_film_friday.mp4", "real_h264_static_parkinglot.mp4", "real_hevc_bbb_1080p.ts")
 
