@@ -22,6 +22,7 @@ import pandas as pd
 from backend import __version__
 from backend.configbase import param, parse_names, validate_fields
 from backend.errors import OutputError
+from backend.output import jsonable
 from backend.overlays import (
     ANCHOR_RGB,
     COLORMAPS,
@@ -817,26 +818,6 @@ def write_video(
     return path
 
 
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 def export_versions() -> dict[str, Any]:
     """Versions of codec-lens, cvp, PyAV and FFmpeg (libavcodec) at export time."""
     v = gateway.versions()
@@ -1019,12 +1000,12 @@ def write_export(
             "name": os.path.relpath(p, sidecar.parent),
             "role": role,
             "size_bytes": p.stat().st_size,
-            "sha256": _sha256_file(p),
+            "sha256": content_sha256(p),
         }
         for p, role in files
     ]
     try:
-        sidecar.write_text(json.dumps(_jsonable(sidecar_data), indent=2))
+        sidecar.write_text(json.dumps(jsonable(sidecar_data), indent=2))
     except OSError as exc:
         raise OutputError(f"cannot write the sidecar ({exc.strerror or exc})", path=sidecar) from exc
     return ExportResult(

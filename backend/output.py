@@ -29,11 +29,12 @@ def canvas_name(index: int, fmt: str) -> str:
     return f"canvas_{index:03d}.{fmt}"
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars/arrays, paths and records (``as_dict``) turned into JSON types."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -41,7 +42,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if hasattr(value, "as_dict"):
-        return _jsonable(value.as_dict())
+        return jsonable(value.as_dict())
     return value
 
 
@@ -193,7 +194,7 @@ def _write_canvas(args: tuple[Path, np.ndarray, str]) -> None:
 def trace_rows(result: Any) -> list[dict[str, Any]]:
     """The readiness trace as JSON-ready dicts."""
     return [
-        {k: _jsonable(getattr(step, k)) for k in step.__dataclass_fields__} for step in result.groups.trace
+        {k: jsonable(getattr(step, k)) for k in step.__dataclass_fields__} for step in result.groups.trace
     ]
 
 
@@ -231,7 +232,7 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
             np.save(tmp / "src_patch_position.npy", result.canvases.src_patch_position, allow_pickle=False)
             np.save(tmp / "tokens.npy", result.canvases.tokens, allow_pickle=False)
             (tmp / "readiness_trace.json").write_text(json.dumps(trace_rows(result), indent=1))
-            meta = _jsonable(build_meta(result, out, names))
+            meta = jsonable(build_meta(result, out, names))
             (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=2))
             for job in pending:
                 job.result()
@@ -244,7 +245,7 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
             "token_columns": list(TOKEN_COLUMNS),
             "timings_secs": result.timings_secs,
         }
-        (tmp / _DONE_MARKER).write_text(json.dumps(_jsonable(summary), indent=2))
+        (tmp / _DONE_MARKER).write_text(json.dumps(jsonable(summary), indent=2))
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700 folders (cvp's LLaVA cache keeps that bug)
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
