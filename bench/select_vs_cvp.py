@@ -325,6 +325,28 @@ def main() -> int:
                 f"{ratio(m['parity'], m['base_parity']):5.2f} {m['base_clean']:8.2f} {m['clean']:5.2f} "
                 f"{ratio(m['clean'], m['base_clean']):5.2f}"
             )
+    print(
+        "\nthe selection issue's targets, medians (best of): total = the in-process pipeline total "
+        "(stage_seconds.total) against cvp's process wall (≤ 0.33) and one PyAV pass (≤ 2); the "
+        "whole-process ratio beside them; cores = codec-lens CPU time / process wall"
+    )
+    print(
+        f"  {'clip':34s} {'profile':7s} {'total/cvp':>13s} {'total/pyav':>13s} {'process/cvp':>13s} "
+        f"{'cores':>5s}"
+    )
+    for (name, m), (_, b) in zip(baseline_rows, best_rows, strict=True):
+        for profile in ("parity", "clean"):
+            pairs = (
+                (ratio(m[f"{profile}_pipe"], m["cvp"]), ratio(b[f"{profile}_pipe"], b["cvp"]), 0.33),
+                (ratio(m[f"{profile}_pipe"], m["pyav"]), ratio(b[f"{profile}_pipe"], b["pyav"]), 2.0),
+                (ratio(m[profile], m["cvp"]), ratio(b[profile], b["cvp"]), 0.33),
+            )
+            cells = [f"{med:5.2f} ({bst:4.2f}){'*' if med > limit else ' '}" for med, bst, limit in pairs]
+            print(
+                f"  {name[:34]:34s} {profile:7s} {cells[0]:>13s} {cells[1]:>13s} {cells[2]:>13s} "
+                f"{ratio(m[f'{profile}_cpu'], m[profile]):5.2f}"
+            )
+    print("  (* median above the target)")
     print("\nmedian stage seconds (codec-lens: in-process stages; cvp: its meta.json timing_sec):")
     for name, m, st in details:
         print(f"  {name}: pipeline total parity {m['parity_pipe']:.3f} s, clean {m['clean_pipe']:.3f} s")
