@@ -31,6 +31,21 @@ def param(
     return dataclasses.field(default=default, metadata=meta)
 
 
+def option_of(config_cls: type, name: str, *, label: str | None = None, help: str | None = None) -> Any:
+    """A field that repeats another config's own: same default and validation metadata.
+
+    For parameters that several configs take (``SelectionOptions`` gathers them all; the
+    select and pack stages take the group's ``images_per_group``), so each is declared
+    once, by the stage that owns it. ``label`` may shorten the control's label; ``help``
+    may say what the parameter means to the borrowing config.
+    """
+    for field in dataclasses.fields(config_cls):
+        if field.name == name:
+            meta = dict(field.metadata) | {k: v for k, v in (("label", label), ("help", help)) if v}
+            return dataclasses.field(default=field.default, metadata=meta)
+    raise ValueError(f"Invalid option ({name!r}). {config_cls.__name__} has no such field.")
+
+
 def _fmt(values: Sequence[Any]) -> str:
     return ", ".join(repr(v) for v in values)
 

@@ -50,7 +50,7 @@ class DecodeConfig:
     workers: int = param(
         2,
         label="Decode workers",
-        help="processes for the clean profile's split read",
+        help="processes a read may split into (both profiles; threads for per-frame work read here)",
         min=1,
         max=64,
     )

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.configbase import PROFILES, Profile, param, validate_fields
+from backend.configbase import PROFILES, Profile, option_of, param, validate_fields
 from backend.records import Candidates, VideoInfo, Warning_
-from backend.sample import Sampled
+from backend.sample import SampleConfig, Sampled
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,8 +19,8 @@ class KeyframeConfig:
         True, label="Avoid keyframes", help="move sampled keyframes to a neighbouring frame"
     )
     avoid_keyframe_offset: int = param(1, label="Offset", help="shift step in frames", min=1, max=64)
-    frame_sampling_mode: str = param(
-        "uniform_count", label="Sampling mode", help="avoidance is skipped for all_frames"
+    frame_sampling_mode: str = option_of(
+        SampleConfig, "frame_sampling_mode", help="how candidates were sampled; all_frames skips avoidance"
     )
     profile: Profile = param(
         "clean",

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.configbase import param, validate_fields
+from backend.configbase import option_of, validate_fields
+from backend.group import GroupConfig
 from backend.records import Canvases, DecodedFrames, Geometry, Selection
 
 
@@ -14,7 +15,7 @@ from backend.records import Canvases, DecodedFrames, Geometry, Selection
 class PackConfig:
     """Packing parameters."""
 
-    images_per_group: int = param(4, label="Images per group", help="canvases per group", min=1, max=1024)
+    images_per_group: int = option_of(GroupConfig, "images_per_group")
 
     def __post_init__(self) -> None:
         validate_fields(self)

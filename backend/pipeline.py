@@ -20,7 +20,7 @@ from backend import quality as quality_mod
 from backend import sample as sample_mod
 from backend import score as score_mod
 from backend import select as select_mod
-from backend.configbase import PROFILES, Profile, param, validate_fields
+from backend.configbase import PROFILES, Profile, option_of, param, validate_fields
 from backend.errors import PipelineError
 from backend.records import (
     Candidates,
@@ -43,7 +43,9 @@ ProgressCallback = Callable[[str, float], None]
 class SelectionOptions:
     """Every user-facing selection option, named as in cvp's CLI, plus the profile.
 
-    The field metadata is the single schema for validation, the CLI and the app.
+    The field metadata is the single schema for validation, the CLI and the app. Options
+    a stage uses repeat that stage config's field (default, bounds, help): see
+    :func:`backend.configbase.option_of`.
     """
 
     profile: Profile = param(
@@ -52,81 +54,31 @@ class SelectionOptions:
         help="parity: reproduce codec-video-prep 0.2.5 exactly, defects included; clean: fix its defects",
         choices=PROFILES,
     )
-    num_sampled_frames: int = param(
-        1024, label="Sampled frames", help="N for uniform_count", min=1, max=100000, step=1
-    )
-    group_size: int = param(
-        32,
-        label="Group size",
-        help="fixed group length; threshold chunk",
-        min=1,
-        max=100000,
-        step=1,
-    )
-    images_per_group: int = param(
-        4, label="Images per group", help="canvases per group", min=1, max=1024, step=1
-    )
-    patch: int = param(14, label="Patch", help="patch side in pixels", min=1, max=256, step=1)
-    max_pixels: int = param(
-        153664, label="Max pixels", help="pixel budget per processed frame", min=1, max=100_000_000
-    )
-    block_size: int = param(2, label="Block size", help="patches per block side", min=1, max=16, step=1)
-    min_group_frames: int = param(
-        8, label="Min group frames", help="smallest readiness group", min=1, max=100000, step=1
-    )
-    max_group_frames: int = param(
-        64, label="Max group frames", help="largest readiness group", min=1, max=100000, step=1
-    )
-    bitcost_grid: str = param(
-        "adaptive",
-        label="Bitcost grid",
-        help="codec grid to score",
-        choices=decode_mod.BITCOST_GRIDS,
-    )
+    num_sampled_frames: int = option_of(sample_mod.SampleConfig, "num_sampled_frames")
+    group_size: int = option_of(group_mod.GroupConfig, "group_size")
+    images_per_group: int = option_of(group_mod.GroupConfig, "images_per_group")
+    patch: int = option_of(geometry_mod.GeometryConfig, "patch")
+    max_pixels: int = option_of(geometry_mod.GeometryConfig, "max_pixels")
+    block_size: int = option_of(geometry_mod.GeometryConfig, "block_size")
+    min_group_frames: int = option_of(group_mod.GroupConfig, "min_group_frames")
+    max_group_frames: int = option_of(group_mod.GroupConfig, "max_group_frames")
+    bitcost_grid: str = option_of(decode_mod.DecodeConfig, "bitcost_grid")
     canvas_format: str = param(
         "jpg", label="Canvas format", help="jpg (quality 95) or png", choices=CANVAS_FORMATS
     )
-    grouping_mode: str = param(
-        "readiness", label="Grouping", help="readiness or fixed", choices=group_mod.GROUPING_MODES
+    grouping_mode: str = option_of(group_mod.GroupConfig, "grouping_mode")
+    frame_sampling_mode: str = option_of(sample_mod.SampleConfig, "frame_sampling_mode", label="Sampling")
+    sample_fps: float = option_of(sample_mod.SampleConfig, "sample_fps")
+    readiness_sum_threshold_mode: str = option_of(group_mod.GroupConfig, "readiness_sum_threshold_mode")
+    readiness_sum_threshold: float = option_of(group_mod.GroupConfig, "readiness_sum_threshold")
+    readiness_norm_sum_threshold: float = option_of(group_mod.GroupConfig, "readiness_norm_sum_threshold")
+    iframe_score_clip_mode: str = option_of(score_mod.ScoreConfig, "iframe_score_clip_mode")
+    iframe_score_clip_percentile: float = option_of(
+        score_mod.ScoreConfig, "iframe_score_clip_percentile", label="I-frame clip pct"
     )
-    frame_sampling_mode: str = param(
-        "uniform_count",
-        label="Sampling",
-        help="how candidates are sampled",
-        choices=sample_mod.SAMPLING_MODES,
-    )
-    sample_fps: float = param(4.0, label="Sample fps", help="fps sampling rate", min=0.01, max=1000.0)
-    readiness_sum_threshold_mode: str = param(
-        "legacy",
-        label="Threshold mode",
-        help="how the readiness threshold is set",
-        choices=group_mod.THRESHOLD_MODES,
-    )
-    readiness_sum_threshold: float = param(
-        0.0, label="Threshold", help="given top-K sum threshold", min=0.0, max=1e12
-    )
-    readiness_norm_sum_threshold: float = param(
-        2250000.0, label="Norm threshold", help="for clamped_sqrt_bpppf", min=0.0, max=1e12
-    )
-    iframe_score_clip_mode: str = param(
-        "none", label="I-frame clip", help="cap I-frame scores", choices=score_mod.IFRAME_CLIP_MODES
-    )
-    iframe_score_clip_percentile: float = param(
-        95.0, label="I-frame clip pct", help="cap percentile", min=0.0, max=100.0
-    )
-    avoid_keyframes: bool = param(True, label="Avoid keyframes", help="shift sampled keyframes to neighbours")
-    score: str = param(
-        "bitcost",
-        label="Score",
-        help="selection score: bitcost (cvp) or mv, residual, qp, mvres, pkt_energy (docs/signals.md)",
-        choices=decode_mod.SCORE_SIGNALS,
-    )
-    pixel_source: str = param(
-        "fast_reader",
-        label="Pixels",
-        help="fast_reader (cvp: loop filter skipped) or full_decode (deblocked; clean only)",
-        choices=decode_mod.PIXEL_SOURCES,
-    )
+    avoid_keyframes: bool = option_of(keyframes_mod.KeyframeConfig, "avoid_keyframes")
+    score: str = option_of(decode_mod.DecodeConfig, "score", label="Score")
+    pixel_source: str = option_of(decode_mod.DecodeConfig, "pixel_source")
     workers: int = param(
         2,
         label="Workers",

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.configbase import PROFILES, Profile, param, validate_fields
-from backend.group import block_budget
+from backend.configbase import PROFILES, Profile, option_of, param, validate_fields
+from backend.group import GroupConfig, block_budget
 from backend.records import (
     Candidates,
     FrameQuality,
@@ -26,7 +26,7 @@ MIN_PARITY_GROUP_FRAMES = 4
 class SelectConfig:
     """Selection parameters."""
 
-    images_per_group: int = param(4, label="Images per group", help="canvases per group", min=1, max=1024)
+    images_per_group: int = option_of(GroupConfig, "images_per_group")
     profile: Profile = param(
         "clean",
         label="Profile",

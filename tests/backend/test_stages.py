@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from backend.configbase import option_of
 from backend.geometry import GeometryConfig, resolve_geometry, smart_resize
 from backend.group import GroupConfig, block_budget, build_groups, window_stats
 from backend.keyframes import KeyframeConfig, avoid_keyframes
@@ -109,6 +111,29 @@ def test_config_errors_name_value_and_choices():
         GeometryConfig(patch=0)
     with pytest.raises(TypeError):
         GeometryConfig(14)  # keyword-only
+
+
+def test_selection_options_agree_with_the_stage_configs_they_feed():
+    # Each option a stage consumes must default, validate and read as that stage declares it;
+    # the profile and workers are run-wide and described on their own.
+    from backend.pipeline import STAGES
+
+    options = {f.name: f for f in dataclasses.fields(SelectionOptions)}
+    helps: dict[str, set[str]] = {}
+    for stage in STAGES.values():
+        for field in dataclasses.fields(stage.config_class):
+            if field.name not in options or field.name in ("profile", "workers"):
+                continue
+            mine = options[field.name]
+            assert mine.default == field.default, (stage.name, field.name)
+            for key in ("choices", "min", "max"):
+                assert mine.metadata[key] == field.metadata[key], (stage.name, field.name, key)
+            helps.setdefault(field.name, set()).add(field.metadata["help"])
+    assert len(helps) >= 18, sorted(helps)
+    for name, stage_helps in helps.items():  # the help a stage wrote, not a second text
+        assert options[name].metadata["help"] in stage_helps, name
+    with pytest.raises(ValueError, match=r"Invalid option \('nope'\)"):
+        option_of(GroupConfig, "nope")
 
 
 # --- sampling and keyframes ---------------------------------------------------------------------
