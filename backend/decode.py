@@ -225,6 +225,8 @@ class _ReadOut:
     bgr: dict[int, np.ndarray] = field(default_factory=dict)
     """Reader BGR pixels read apart from ``items`` (fallback path), not yet converted."""
     results: FrameResults = field(default_factory=FrameResults)
+    split_failure: str | None = None
+    """Why a split read was abandoned for a serial one (None when it was not)."""
 
 
 def _score_key(bitcost: dict[str, Any], wanted: tuple[str, ...], score_key: str) -> str | None:
@@ -306,8 +308,15 @@ def _read(
         try:
             items = reads.wait()
             return _ReadOut(items, mode, reads.pixels, rows if pixels else {}, results=collect(items))
-        except RuntimeError:
-            pass  # fall through to a serial read
+        except RuntimeError as exc:
+            # Read serially instead; a second split would most likely fail the same way.
+            return _ReadOut(
+                gateway.read_bitcost(
+                    info.path, ids if parity else uniq, export_pixels=pixels, target_only=parity, **size
+                ),
+                "serial (split failed)",
+                split_failure=str(exc),
+            )
     pixel_reads = None
     if parts and pixels:
         # Pixels dominate; children read them while this process runs the exact
@@ -350,10 +359,16 @@ def _read(
             rows,
             results=FrameResults(pixels=results.pixels, grids=grid_results),
         )
-    except RuntimeError:
+    except RuntimeError as exc:
         again = gateway.read_bitcost(info.path, uniq, export_pixels=True, target_only=False, **size)
         bgr = {int(it["frame_idx"]): it["pixels"] for it in again}
-        return _ReadOut(items, "serial (split failed)", bgr=bgr, results=FrameResults(grids=grid_results))
+        return _ReadOut(
+            items,
+            "serial (split failed)",
+            bgr=bgr,
+            results=FrameResults(grids=grid_results),
+            split_failure=str(exc),
+        )
 
 
 def _decode_signal(
@@ -424,7 +439,13 @@ def decode_frames(
     ------
     UnsupportedVideoError : codec without bitcost; parity with a width not multiple of 16.
     BitcostUnavailableError : no frame had the grid the scorer needs.
+    DecodeError : the reader failed, or (clean) a frame came back without bitcost.
+    ValueError : a negative frame index among the candidates.
     """
+    if candidates.frame_indices.size and int(candidates.frame_indices.min()) < 0:
+        raise ValueError(
+            f"Invalid frame index ({int(candidates.frame_indices.min())}). Supported values are 0 and above."
+        )
     if config.score != "bitcost":
         return _decode_signal(info, candidates, geometry, config), FrameResults()
     work = work or FrameWork()
@@ -458,6 +479,8 @@ def decode_frames(
 
     n = len(ids)
     warnings: list[Warning_] = []
+    if read.split_failure is not None:
+        warnings.append(Warning_("split_read_failed", f"read serially: {read.split_failure}"))
     source = np.full(n, -1, dtype=np.int32)
     grids: list[np.ndarray | None] = [None] * n
     pict: list[str] = ["?"] * n

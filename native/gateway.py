@@ -30,6 +30,16 @@ except ImportError:  # pragma: no cover - exercised only off Linux x86-64
 _TARGET_ONLY_ENV = "CVR_DISABLE_TARGET_ONLY"
 _ENV_LOCK = threading.Lock()
 
+
+def _fresh_env_lock() -> None:
+    # A fork copies the lock as it is; if another thread held it at that moment, the
+    # single-threaded child would wait on it for ever.
+    global _ENV_LOCK
+    _ENV_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_env_lock)
+
 BITCOST_CODECS = ("h264", "hevc", "vp9")
 
 
@@ -216,12 +226,17 @@ def _read_into(
 
 
 def _segment_child(conn: Any, *args: Any) -> None:
+    """Body of a forked reader: its result, or its failure as one line, goes to the parent."""
     try:
-        conn.send((True, _read_into(*args)))
-    except (OSError, RuntimeError, ValueError, TypeError) as exc:  # reported to the parent
-        conn.send((False, f"{type(exc).__name__}: {exc}"))
+        result: tuple[bool, Any] = (True, _read_into(*args))
+    except BaseException as exc:  # whatever stops a child is the parent's to report
+        result = (False, f"{type(exc).__name__}: {exc}")
+    try:
+        conn.send(result)
     finally:
         conn.close()
+    if not result[0]:
+        os._exit(1)  # skip multiprocessing's traceback print; the parent says what happened
 
 
 class SegmentReads:
@@ -266,6 +281,11 @@ class SegmentReads:
         self._hook = hook
         self._seek = seek
         self.pixels: np.ndarray | None = None
+        if export_pixels and (int(out_width) <= 0 or int(out_height) <= 0):
+            # The reader's 0 means "decoder size", which the shared rows cannot know.
+            raise ValueError(
+                f"Invalid output size ({out_width}x{out_height}). Supported values are positive sizes."
+            )
         if export_pixels:
             shape = tuple(frame_shape) if frame_shape is not None else (int(out_height), int(out_width), 3)
             frame_bytes = int(np.prod(shape))
@@ -274,7 +294,7 @@ class SegmentReads:
                 total, *shape
             )
         ctx = multiprocessing.get_context("fork")
-        self._children = []
+        self._children: list[tuple[int, Any, Any]] = []
         for k, part in enumerate(self._parts):
             if k == 0 and read_first_here:
                 continue
@@ -291,9 +311,24 @@ class SegmentReads:
                 seek,
             )
             child = ctx.Process(target=_segment_child, args=(send, *args), daemon=True)
-            child.start()
-            send.close()
+            try:
+                child.start()
+            except OSError as exc:  # e.g. no memory or process slots for the fork
+                recv.close()
+                self.stop()
+                raise RuntimeError(f"segment read failed: cannot start a reader ({exc})") from exc
+            finally:
+                send.close()
             self._children.append((k, child, recv))
+
+    def stop(self) -> None:
+        """End every child still running and release its pipe (after a failure here)."""
+        for _, child, recv in self._children:
+            recv.close()
+            if child.is_alive():
+                child.terminate()
+            child.join()
+        self._children = []
 
     def wait(self) -> list[dict[str, Any]]:
         """Every part's reader dicts (without pixels), in part order.
@@ -303,29 +338,33 @@ class SegmentReads:
         RuntimeError : a child failed or a part came back with other frames than asked.
         """
         results: dict[int, list[dict[str, Any]]] = {}
-        if self._first_here:
-            results[0] = _read_into(
-                self._path,
-                self._parts[0],
-                self.pixels,
-                0,
-                self._export_bitcost,
-                self._keep,
-                self._size,
-                self._hook,
-                self._seek,
-            )
         errors = []
-        for k, child, recv in self._children:
-            try:
-                ok, payload = recv.recv()
-            except EOFError:
-                ok, payload = False, f"worker exited with code {child.exitcode}"
-            child.join()
-            if ok:
-                results[k] = payload
-            else:
-                errors.append(payload)
+        try:
+            if self._first_here:
+                results[0] = _read_into(
+                    self._path,
+                    self._parts[0],
+                    self.pixels,
+                    0,
+                    self._export_bitcost,
+                    self._keep,
+                    self._size,
+                    self._hook,
+                    self._seek,
+                )
+            for k, child, recv in self._children:
+                try:
+                    ok, payload = recv.recv()
+                except EOFError:  # died without a word (killed, or crashed in C)
+                    ok, payload = False, None
+                child.join()  # before reading exitcode, which is None until then
+                if ok:
+                    results[k] = payload
+                else:
+                    errors.append(payload or f"reader exited with code {child.exitcode}")
+        finally:
+            # Whatever failed here, no child is left blocked on a full pipe or running on.
+            self.stop()
         if errors:
             raise RuntimeError("segment read failed: " + "; ".join(errors))
         out: list[dict[str, Any]] = []
@@ -413,7 +452,6 @@ def decode_frames_rgb(
     *,
     out_width: int,
     out_height: int,
-    deblock: bool = True,
     thread_count: int = 0,
 ) -> dict[int, np.ndarray]:
     """Decode the wanted frames with PyAV's FFmpeg and scale them (area filter).
@@ -433,8 +471,6 @@ def decode_frames_rgb(
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         stream.codec_context.thread_count = int(thread_count)
-        if not deblock:
-            stream.codec_context.skip_loop_filter = "ALL"  # type: ignore[attr-defined]
         for frame_index, frame in enumerate(container.decode(stream)):
             if frame_index in wanted_set:
                 result[frame_index] = frame.to_ndarray(

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import multiprocessing
+import os
+import signal
+import threading
 
 import av
 import numpy as np
@@ -15,6 +20,7 @@ from backend.probe import ProbeConfig, probe
 from backend.quality import QualityConfig, assess_frames, frame_bad_reason
 from backend.sample import SampleConfig, sample
 from backend.score import ScoreConfig, frame_scores, per_frame_scoring, score_frames
+from native import gateway
 
 
 def _front(path, profile: str, n: int):
@@ -245,3 +251,114 @@ def test_split_parts_by_container_and_density():
     assert _split_parts(_Info(None), list(range(0, 377, 6)), DecodeConfig()) is None
     assert _split_parts(_Info(None), dense, DecodeConfig(workers=1)) is None
     assert _split_parts(_Info(None), dense[:20], DecodeConfig()) is None
+
+
+# --- failures inside a split read -----------------------------------------------------------------
+
+
+def _fails_in_children(parent_pid: int, exc: BaseException):
+    def on_pixels(rgb, stats=None):
+        if os.getpid() != parent_pid:
+            raise exc
+        return frame_bad_reason(rgb, config=QualityConfig(), stats=stats)
+
+    return on_pixels
+
+
+def test_a_failing_reader_child_is_reported_and_the_frames_are_read_serially(h264_clip, capfd):
+    info, cands, geo = _front(h264_clip, "clean", 1024)
+    dcfg = DecodeConfig(profile="clean")
+    # KeyError is not among the errors a reader raises: the child must still report it.
+    work = FrameWork(on_pixels=_fails_in_children(os.getpid(), KeyError("boom in a child")))
+    decoded, results = decode_frames(info, cands, geo, config=dcfg, work=work)
+    assert decoded.read_mode == "serial (split failed)"
+    warned = [w.message for w in decoded.warnings if w.code == "split_read_failed"]
+    assert len(warned) == 1 and "KeyError" in warned[0] and "boom in a child" in warned[0], warned
+    plain = decode(info, cands, geo, config=DecodeConfig(profile="clean", workers=1))
+    assert np.array_equal(decoded.pixels, plain.pixels)
+    assert all(np.array_equal(a, b) for a, b in zip(decoded.grids, plain.grids, strict=True))
+    assert results.pixels == dict.fromkeys(decoded.frame_indices.tolist(), "")  # the work ran here
+    assert multiprocessing.active_children() == []
+    assert "Traceback" not in capfd.readouterr().err  # one report, through the warning
+
+
+def test_a_failure_in_the_parent_part_ends_the_children(h264_clip):
+    info, cands, geo = _front(h264_clip, "clean", 1024)
+    parent = os.getpid()
+
+    def on_pixels(rgb, stats=None):
+        if os.getpid() == parent:
+            raise KeyError("boom in the parent")
+        return ""
+
+    with pytest.raises(KeyError, match="boom in the parent"):
+        decode_frames(
+            info, cands, geo, config=DecodeConfig(profile="clean"), work=FrameWork(on_pixels=on_pixels)
+        )
+    # The child had sent (or was sending) its part: it must not be left waiting on the pipe.
+    assert multiprocessing.active_children() == []
+
+
+def test_a_child_killed_mid_read_names_its_exit_code(h264_clip):
+    parent = os.getpid()
+
+    def hook(item, bgr, slot):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
+
+    ids = list(range(96))
+    reads = gateway.SegmentReads(
+        h264_clip,
+        [ids[:48], ids[48:]],
+        export_bitcost=True,
+        export_pixels=False,
+        out_width=0,
+        out_height=0,
+        hook=hook,
+    )
+    with pytest.raises(RuntimeError, match=r"reader exited with code -9"):
+        reads.wait()
+    assert multiprocessing.active_children() == []
+
+
+def test_a_lock_held_at_the_fork_does_not_stall_a_from_start_child(vp9_clip):
+    # Children of a from-start read take the reader's environment lock; a fork copies it held
+    # if another thread holds it then, and the child would wait on it for ever.
+    holder_started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with gateway._ENV_LOCK:
+            holder_started.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holder_started.wait(5)
+    try:
+        reads = gateway.SegmentReads(
+            vp9_clip,
+            [list(range(0, 40)), list(range(40, 96))],
+            export_bitcost=True,
+            export_pixels=False,
+            out_width=0,
+            out_height=0,
+            read_first_here=False,
+            seek=False,
+        )
+        ready = [recv.poll(60) for _, _, recv in reads._children]
+    finally:
+        release.set()
+        holder.join()
+    assert ready == [True, True]
+    assert [int(item["frame_idx"]) for item in reads.wait()] == list(range(96))
+
+
+def test_split_reads_reject_what_they_cannot_size_or_index(h264_clip):
+    with pytest.raises(ValueError, match=r"Invalid output size \(0x0\)"):
+        gateway.SegmentReads(
+            h264_clip, [[0, 1]], export_bitcost=True, export_pixels=True, out_width=0, out_height=0
+        )
+    info, cands, geo = _front(h264_clip, "clean", 8)
+    bad = dataclasses.replace(cands, frame_indices=np.array([-1, 3], np.int32))
+    with pytest.raises(ValueError, match=r"Invalid frame index \(-1\)"):
+        decode_frames(info, bad, geo, config=DecodeConfig(profile="clean"))
