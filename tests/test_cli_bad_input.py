@@ -34,17 +34,17 @@ def _bad_path(key: str, bad_inputs: dict[str, Path], tmp_path: Path) -> Path:
 def _assert_clean_rejection(
     result: subprocess.CompletedProcess[str], bad: Path, out: Path, phrase: str
 ) -> None:
-    """Exit 2, last stderr line names the file and the problem, no traceback, no outputs."""
+    """Exit 2, one stderr line naming the file and the problem, no traceback, no outputs."""
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     assert "Traceback (most recent call last)" not in result.stderr, result.stderr[-2000:]
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines, "nothing on stderr"
-    last = lines[-1]
+    assert len(lines) == 1, lines  # one line: no decoder log lines, no usage text
+    last = lines[0]
     assert str(bad) in last or bad.name in last, last
     assert phrase in last.lower(), last
-    # A rejected input must not leave a half-written result that looks like a run.
-    assert not (out / "meta.json").exists()
-    assert not (out / "src_patch_position.npy").exists()
+    # A rejected input leaves nothing behind: no output folder, no partial folder beside it.
+    assert not out.exists()
+    assert not [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]
 
 
 @pytest.mark.parametrize(("key", "phrase"), [c[1:] for c in BAD_CASES], ids=[c[0] for c in BAD_CASES])

@@ -25,7 +25,7 @@ from backend.records import (
     VideoInfo,
 )
 from backend.sample import SampleConfig, linspace_int, sample
-from backend.score import normalise_grid, patch_and_block_sums, upsample
+from backend.score import ScoreConfig, normalise_grid, patch_and_block_sums, score_frames, upsample
 from backend.select import SelectConfig, select_blocks, select_group, top_k
 
 
@@ -146,8 +146,8 @@ def test_linspace_int_truncates_and_keeps_last():
 
 def test_uniform_count_keeps_duplicates():
     ids = sample(make_info(10), config=SampleConfig(num_sampled_frames=16)).frame_indices
-    assert ids.size == 16 and ids[0] == 0 and ids[-1] == 9
-    assert len(set(ids.tolist())) == 10
+    # 16 steps of 9/15 = 0.6 from 0 to 9, truncated (rounding would give 0, 1, 1, 2, 2, 3 …)
+    assert ids.tolist() == [0, 0, 1, 1, 2, 3, 3, 4, 4, 5, 6, 6, 7, 7, 8, 9]
 
 
 def test_fps_sampling_rounds_half_to_even():
@@ -224,6 +224,44 @@ def test_percentile_normalisation_by_hand():
     assert logged.tolist() == [[0.0, 1.0]]  # negatives clamp to 0 before log1p
 
 
+def _three_frames(pict_types: tuple[str, ...]) -> DecodedFrames:
+    grids = (
+        np.array([[1.0, 0.9], [0.2, 0.0]], np.float32),
+        np.array([[0.1, 0.2], [0.3, 0.4]], np.float32),
+        np.array([[0.5, 0.6], [0.7, 0.8]], np.float32),
+    )
+    return DecodedFrames(
+        frame_indices=np.arange(3, dtype=np.int32),
+        pixels=np.zeros((3, 4, 4, 3), np.uint8),
+        grids=grids,
+        grid_key="mb_bit_cost",
+        pict_types=pict_types,
+        bitcost_source=np.arange(3, dtype=np.int32),
+        pixel_source="fast_reader",
+    )
+
+
+def test_iframe_clip_caps_i_maps_at_a_percentile_of_the_others_by_hand():
+    # Maps used as given (normalisation none), 2×2 cells stretched over 4×4 pixels, one block
+    # of 2×2 pixels per cell. The P maps hold 0.1 … 0.8, four pixels each: the p50 of those
+    # 32 values lies halfway between the 16th (0.4) and 17th (0.5), so the cap is 0.45.
+    config = ScoreConfig(
+        normalisation="none", iframe_score_clip_mode="non_i_percentile", iframe_score_clip_percentile=50.0
+    )
+    scores = score_frames(_three_frames(("I", "P", "P")), TINY, config=config)
+    assert scores.iframe_clip_cap == pytest.approx(0.45)
+    assert scores.block_scores[0] == pytest.approx([4 * 0.45, 4 * 0.45, 4 * 0.2, 0.0])
+    assert scores.block_scores[1] == pytest.approx([0.4, 0.8, 1.2, 1.6])  # P maps untouched
+    assert scores.block_scores[2] == pytest.approx([2.0, 2.4, 2.8, 3.2])
+    debug = scores.debug["iframe_score_clip_debug"]
+    assert (debug["applied"], debug["iframe_count"], debug["changed_pixels"]) == (True, 1, 8)
+    # Without an I frame (or without any other frame) nothing is capped.
+    unclipped = score_frames(_three_frames(("P", "P", "P")), TINY, config=config)
+    assert unclipped.iframe_clip_cap is None
+    assert unclipped.block_scores[0] == pytest.approx([4.0, 3.6, 0.8, 0.0])
+    assert unclipped.debug["iframe_score_clip_debug"]["applied"] is False
+
+
 def test_upsample_is_nearest_and_sums_are_exact():
     grid = np.array([[1, 0], [0, 2]], np.float32)
     m = upsample(grid, (4, 4))
@@ -244,6 +282,14 @@ def test_top_k_ties_follow_argpartition_and_order_by_score():
     assert sorted(idx.tolist()) == sorted(expected.tolist())
     assert all(scores[i] == 3 for i in idx)
     assert top_k(scores, 6)[0] in (0, 2, 3, 5) and scores[top_k(scores, 6)[-1]] == 1
+    # Nine of ten with seven tied zeros for six places: introselect keeps frame 7 and leaves out
+    # frame 4, where a stable sort would keep 4 (cvp's rule; the spec counts 248–1988 rows that
+    # change when the tie rule does). Written out, not recomputed with argpartition.
+    ties = np.array([1, 1, 0, 0, 0, 0, 0, 0, 2, 1], np.float32)
+    kept = top_k(ties, 9)
+    assert sorted(kept.tolist()) == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+    assert kept[0] == 8 and sorted(kept[1:4].tolist()) == [0, 1, 9]  # best first
+    assert np.all(np.diff(ties[kept]) <= 0)
 
 
 def test_window_stats_sum_and_coverage():
