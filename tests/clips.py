@@ -122,6 +122,7 @@ def encode_clip(
     bframes: int = 2,
     crf: int | None = None,
     pattern: Pattern = "moving",
+    slow_after: int | None = None,
 ) -> Path:
     """Encode a synthetic clip and return its path (the suffix is set by the codec's container).
 
@@ -136,7 +137,9 @@ def encode_clip(
           - av1: libsvtav1 with svtav1-params ``keyint=G:scd=0``, preset 10, .mp4;
           - mpeg4: MPEG-4 Part 2 with ``g=G``, scene change off, no B-frames, .mp4;
       * ``bframes`` applies to h264 and hevc only;
-      * ``crf`` None → h264 23, hevc 28, vp9 32, av1 35, mpeg4 qscale 3 (crf is used as qscale).
+      * ``crf`` None → h264 23, hevc 28, vp9 32, av1 35, mpeg4 qscale 3 (crf is used as qscale);
+      * ``slow_after`` k: frames from index k on last 3 ticks instead of 1 (a variable frame
+        rate, so duration × fps no longer counts the frames).
     """
     if codec not in _ENCODERS:
         raise ValueError(f"unknown codec {codec!r}; expected one of {sorted(_ENCODERS)}")
@@ -158,10 +161,12 @@ def encode_clip(
         stream.height = height
         stream.pix_fmt = "yuv420p"
         stream.codec_context.time_base = Fraction(1, fps)
+        pts = 0
         for index in range(frames):
             rgb = render_frame(index, width=width, height=height, pattern=pattern)
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
-            frame.pts = index
+            frame.pts = pts
+            pts += 3 if slow_after is not None and index >= slow_after else 1
             frame.time_base = Fraction(1, fps)
             for packet in stream.encode(frame):
                 container.mux(packet)

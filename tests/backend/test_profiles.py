@@ -7,6 +7,7 @@ import json
 import av
 import numpy as np
 import pytest
+from clips import encode_clip
 from conftest import requires_cvp
 
 from backend.errors import BitcostUnavailableError
@@ -99,6 +100,18 @@ def test_webm_frame_count_counted_in_clean(vp9_clip):
     assert parity.total_frames == round(parity.fps * parity.duration_secs)
     assert clean.frame_count_source == "counted"
     assert clean.total_frames == gateway.count_decoded_frames(vp9_clip) == 96
+
+
+def test_frame_count_of_a_variable_rate_webm_is_counted_in_clean(tmp_path):
+    # 48 frames at 1/24 s, then 48 at 3/24 s: 96 frames over ~7.9 s, while the stream
+    # says 24 fps, so duration × fps guesses about 190.
+    clip = encode_clip(tmp_path / "vfr", codec="vp9", frames=96, gop=48, slow_after=48)
+    parity = probe(clip, config=ProbeConfig(profile="parity"))
+    clean = probe(clip, config=ProbeConfig(profile="clean"))
+    assert (clean.total_frames, clean.frame_count_source) == (96, "counted")
+    assert gateway.count_decoded_frames(clip) == 96
+    assert parity.frame_count_source == "duration_estimate"
+    assert parity.total_frames > 180  # cvp's guess, far from the 96 frames there are
 
 
 def test_meta_states_the_real_backend(h264_clip, tmp_path):
