@@ -152,6 +152,32 @@ def test_parity_with_cvp(
 @requires_cvp
 @requires_ffprobe
 @pytest.mark.needs_ffprobe
+@pytest.mark.parametrize(("clip", "grid"), [("h264_clip", "ctu"), ("hevc_clip", "mb"), ("vp9_clip", "mb")])
+def test_a_grid_the_codec_lacks_fails_in_both_tools(
+    clip: str, grid: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``--bitcost_grid mb`` on HEVC/VP9 or ``ctu`` on H.264: cvp fails, and parity says why in one line."""
+    video = _clip_path(request, clip)
+    args = ["--bitcost_grid", grid]
+    theirs = subprocess.run(
+        [str(CVP_CLI), "--video", str(video), "--out_dir", str(tmp_path / "cvp"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert theirs.returncode != 0 and "missing bitcost data" in theirs.stderr, theirs.stderr[-2000:]
+    out = tmp_path / "ours"
+    ours = run_cli("select", video, "--out", out, "--profile", "parity", *args)
+    lines = [line for line in ours.stderr.splitlines() if line.strip()]
+    assert ours.returncode == 2 and len(lines) == 1, ours.stderr[-2000:]
+    assert str(video) in lines[0] and "missing bitcost data" in lines[0], lines[0]
+    assert not out.exists()
+
+
+@requires_cvp
+@requires_ffprobe
+@pytest.mark.needs_ffprobe
 def test_cvp_fails_on_hevc_ts(shared_videos: Path, tmp_path: Path) -> None:
     """The oracle itself cannot read bitcost from this stream, so parity must refuse it too."""
     video = shared_videos / HEVC_TS

@@ -354,6 +354,73 @@ def test_readiness_stops_on_low_gain_and_drops_tail_in_parity():
     assert groups.dropped_tail is None
 
 
+def _readiness(rows: np.ndarray, **cfg) -> Groups:
+    n = rows.shape[0]
+    config = GroupConfig(profile="parity", readiness_sum_threshold_mode="fixed", **cfg)
+    return build_groups(
+        make_info(n, keyframes=(0,)), _range_candidates(n), _scores(rows), TINY, config=config
+    )
+
+
+def test_readiness_keeps_growing_while_the_gain_is_high_until_max_group_frames():
+    # Frame i scores 2**i in one block, budget 4 blocks (ipg 2), anchor row excluded: the
+    # top-4 sum doubles with every frame, so each window passes and the gain never drops.
+    rows = np.zeros((20, 4), np.float32)
+    rows[:, 0] = 2.0 ** np.arange(20)
+    groups = _readiness(
+        rows,
+        images_per_group=2,
+        min_group_frames=4,
+        max_group_frames=8,
+        readiness_sum_threshold=1.0,
+        readiness_coverage_bins=1,
+    )
+    first = groups.specs[0]
+    assert (first.start, first.end, first.stop_reason) == (0, 8, "readiness_threshold")
+    steps = [s for s in groups.trace if s.group_index == 0]
+    assert [s.end for s in steps] == [4, 5, 6, 7, 8]
+    assert [s.topk_sum for s in steps] == [2 + 4 + 8, 2 + 4 + 8 + 16, 4 + 8 + 16 + 32, 8 + 16 + 32 + 64, 240]
+    assert all(s.passed and s.decision == "continue" for s in steps)
+
+
+def test_readiness_cuts_at_max_group_frames_when_nothing_passes():
+    groups = _readiness(
+        np.ones((20, 4), np.float32),
+        images_per_group=2,
+        min_group_frames=4,
+        max_group_frames=8,
+        readiness_sum_threshold=1e9,
+        readiness_coverage_bins=1,
+    )
+    assert [(g.start, g.end, g.stop_reason) for g in groups.specs] == [
+        (0, 8, "max_group_frames"),
+        (8, 16, "max_group_frames"),
+        (16, 20, "tail_flush"),  # the last window reaches the end of the candidates
+    ]
+    assert all(not s.passed and "< threshold" in s.reason for s in groups.trace)
+
+
+def test_readiness_needs_its_time_bins_covered():
+    # ipg 4: budget 3 frames' blocks (12), and the top 12 must touch 3 time bins. Bins of a
+    # 16-frame window are t in [1, 6), [6, 11), [11, 16); the top 12 are frames 1–3, all in the
+    # first bin, so the sum passes but the coverage does not.
+    rows = np.ones((40, 4), np.float32)
+    rows[1:4] = 10.0
+    groups = _readiness(
+        rows,
+        images_per_group=4,
+        min_group_frames=16,
+        max_group_frames=16,
+        readiness_sum_threshold=1.0,
+        readiness_coverage_bins=3,
+    )
+    first = groups.specs[0]
+    assert (first.start, first.end, first.stop_reason) == (0, 16, "max_group_frames")
+    step = next(s for s in groups.trace if s.group_index == 0)
+    assert (step.topk_sum, step.covered_bins, step.needed_bins, step.passed) == (120.0, 1, 3, False)
+    assert step.reason == "only 1 of 3 time bins covered"
+
+
 def test_readiness_tail_parity_drops_clean_merges():
     n = 11
     rows = np.ones((n, 4), np.float32)
