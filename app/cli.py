@@ -7,13 +7,15 @@ import dataclasses
 import gc
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a run ended by Ctrl-C
 
 
 def add_store_options(
@@ -83,11 +85,18 @@ def _tool_modules() -> list[Any]:
 CORE_COMMANDS = ("select", "reselect", "sessions", "app")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors instead of its usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.exit(fail(f"{message} (see {self.prog} --help)"))
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; for a core command in ``argv`` the tool sub-commands are left out, because
     importing them (comparison, export: pandas and more) would add about half a second to
     every ``codec-lens select``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="codec-lens",
         description="Codec Lens: inspect and reproduce codec-native video token selection.",
     )
@@ -96,7 +105,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "select", help="run the selection pipeline on a video (cvp-style output and/or a session)"
     )
     sel.add_argument("video", help="input video file")
-    sel.add_argument("--out", help="output directory (replaced atomically when the run succeeds)")
+    sel.add_argument(
+        "--out", help="output directory: new, empty or an earlier output (replaced when the run succeeds)"
+    )
     sel.add_argument(
         "--session-db", type=Path, help="store the run in this DuckDB session file and print its id"
     )
@@ -187,7 +198,7 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 def cmd_select(args: argparse.Namespace) -> int:
     from backend.errors import CodecLensError
-    from backend.output import write_output
+    from backend.output import check_out_dir, write_output
     from backend.pipeline import run
 
     if args.out is None and args.session_db is None:
@@ -196,6 +207,8 @@ def cmd_select(args: argparse.Namespace) -> int:
     run_id = None
     try:
         options = options_from_args(args)
+        if args.out is not None:
+            check_out_dir(args.out)  # before the run, not after it has been stored
         if args.session_db is not None:
             from backend.sessions import select_and_store
             from backend.store import SessionStore
@@ -207,7 +220,8 @@ def cmd_select(args: argparse.Namespace) -> int:
         if args.out is not None:
             write_output(result, args.out)
     except CodecLensError as exc:
-        return fail(exc.one_line())
+        stored = f" (the run is stored as {run_id})" if run_id is not None else ""
+        return fail(exc.one_line() + stored)
     except ValueError as exc:  # invalid option values
         return fail(str(exc))
     summary = _summary(result, options, time.perf_counter() - t0, out=args.out, run_id=run_id)
@@ -320,16 +334,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.freeze()  # the imported modules' objects: never garbage, never rescanned
         gc.enable()
     core = {"select": cmd_select, "reselect": cmd_reselect, "sessions": cmd_sessions, "app": cmd_app}
-    if args.command in core:
-        return core[args.command](args)
-    tools = {m.__name__.rsplit(".", 1)[1]: m for m in _tool_modules()}
-    commands = {
-        "luma-bias": tools["luma_cli"].run,
-        "compare": tools["compare_cli"].run,
-        "export": tools["export_cli"].run,
-        "import": tools["import_cli"].run,
-    }
-    return commands[args.command](args)
+    try:
+        if args.command in core:
+            return core[args.command](args)
+        tools = {m.__name__.rsplit(".", 1)[1]: m for m in _tool_modules()}
+        commands = {
+            "luma-bias": tools["luma_cli"].run,
+            "compare": tools["compare_cli"].run,
+            "export": tools["export_cli"].run,
+            "import": tools["import_cli"].run,
+        }
+        return commands[args.command](args)
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (see entry): the commands' finally blocks have closed stores,
+        # marked stored runs failed, removed partial folders and ended reader processes.
+        print("codec-lens: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def entry() -> None:
@@ -345,6 +369,8 @@ def entry() -> None:
     # Imports allocate enough to trigger ~60 cyclic-GC passes (~12 ms) that find nothing;
     # main() re-enables the collector once the parser has imported the pipeline.
     gc.disable()
+    # A termination request takes the same path as Ctrl-C, so that it cleans up too.
+    signal.signal(signal.SIGTERM, _interrupt)
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -8,6 +8,7 @@ drives validation here, the CLI and the app's generated controls.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -62,6 +63,8 @@ def validate_fields(config: Any) -> None:
         lo, hi = meta.get("min"), meta.get("max")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
+        if not math.isfinite(value):  # NaN compares false with every bound and would pass
+            raise ValueError(f"Invalid {name} ({value!r}). Supported values are finite numbers.")
         if lo is not None and value < lo:
             bound = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
             raise ValueError(f"Invalid {name} ({value!r}). Supported values are {bound}.")

@@ -198,18 +198,54 @@ def trace_rows(result: Any) -> list[dict[str, Any]]:
     ]
 
 
+def check_out_dir(out_dir: str | Path) -> Path:
+    """The output folder, if it is ours to (re)place: missing, empty, or a finished output.
+
+    A finished output is a folder holding ``codec_lens.json``; anything else at that path
+    (a file, the input video, a folder of other work) is refused rather than replaced.
+
+    Raises
+    ------
+    OutputError : the path has no name or holds something else.
+    """
+    out = Path(out_dir)
+    if out.name in ("", ".", ".."):
+        raise OutputError("the output directory needs a name of its own", path=out_dir, stage="output")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutputError(
+            "exists and is not a folder; give a new or empty output folder", path=out, stage="output"
+        )
+    if out.is_dir() and not (out / _DONE_MARKER).is_file() and any(out.iterdir()):
+        raise OutputError(
+            f"exists and is not a codec-lens output (no {_DONE_MARKER}); refusing to replace it",
+            path=out,
+            stage="output",
+        )
+    anchor = out.parent  # the nearest existing folder: missing parents are created there
+    while not anchor.exists() and anchor != anchor.parent:
+        anchor = anchor.parent
+    if not anchor.is_dir() or not os.access(anchor, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot create the output folder in {anchor}", path=out, stage="output")
+    return out
+
+
 def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
     """Write canvases, ``frame_ids.npy``, ``src_patch_position.npy``, ``tokens.npy``,
     ``readiness_trace.json``, ``meta.json`` and ``codec_lens.json`` (last).
 
     The files go to a hidden sibling folder that is renamed into place at the end,
-    so a failed write never leaves a directory that looks complete.
+    so a failed write never leaves a directory that looks complete. Only a missing path,
+    an empty folder or an earlier output is replaced (:func:`check_out_dir`).
 
     Returns
     -------
     The output directory path.
+
+    Raises
+    ------
+    OutputError : the path holds something else, or the files cannot be written.
     """
-    out = Path(out_dir)
+    out = check_out_dir(out_dir)
     fmt = result.options.canvas_format
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -247,13 +283,24 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
         }
         (tmp / _DONE_MARKER).write_text(json.dumps(jsonable(summary), indent=2))
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700 folders (cvp's LLaVA cache keeps that bug)
+        check_out_dir(out)  # again: something may have appeared there while the run went on
         if out.exists():
             old = out.parent / f".{out.name}.old-{os.getpid()}"
             out.rename(old)
-            tmp.rename(out)
+            try:
+                tmp.rename(out)
+            except OSError:
+                old.rename(out)  # put the earlier output back rather than leave it hidden
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             tmp.rename(out)
+    except OSError as exc:  # a full disk, a file size limit, permissions
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OutputError):
+            raise
+        message = f"cannot write the output ({exc.strerror or exc})"
+        raise OutputError(message, path=out, stage="output") from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -45,6 +45,10 @@ def check_input_file(path: str | Path) -> Path:
         raise InputError("file is empty (0 bytes)", path=p, stage="probe")
     if not os.access(p, os.R_OK):
         raise InputError("file is not readable", path=p, stage="probe")
+    try:
+        str(p).encode("utf-8")
+    except UnicodeEncodeError:  # the decoders take UTF-8 paths and could not open it
+        raise InputError("file name is not valid UTF-8; rename the file", path=p, stage="probe") from None
     return p
 
 
@@ -140,6 +144,15 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
         raise ProbeError(f"cannot read video ({exc})", path=p, stage="probe") from exc
     if raw.width <= 0 or raw.height <= 0 or raw.packet_size_bytes.size == 0:
         raise ProbeError("cannot read video (no decodable video packets)", path=p, stage="probe")
+    if raw.nb_frames > raw.packet_size_bytes.size:
+        # An MP4 whose index sits before the media data still opens when cut short: its
+        # header lists every frame, but the packets stop where the file does.
+        raise ProbeError(
+            f"file is truncated: its header lists {raw.nb_frames} frames, the file holds "
+            f"{raw.packet_size_bytes.size}",
+            path=p,
+            stage="probe",
+        )
 
     fps = float(raw.avg_frame_rate) if raw.avg_frame_rate else 0.0
     # Presentation order: packets sorted by pts (dts for packets without pts).

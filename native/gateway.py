@@ -7,8 +7,10 @@ the environment by callers.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -225,8 +227,16 @@ def _read_into(
     return out
 
 
-def _segment_child(conn: Any, *args: Any) -> None:
+def _segment_child(conn: Any, inherited: tuple[Any, ...], *args: Any) -> None:
     """Body of a forked reader: its result, or its failure as one line, goes to the parent."""
+    # Ended by the parent (SegmentReads.stop) or with it: no handler of the parent's may
+    # turn the signal into an exception here, and a child whose parent has gone must not
+    # wait on a pipe nobody reads; its copies of the read ends would keep that pipe open.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends us
+    for end in inherited:
+        end.close()
+    _die_with_parent()
     try:
         result: tuple[bool, Any] = (True, _read_into(*args))
     except BaseException as exc:  # whatever stops a child is the parent's to report
@@ -237,6 +247,21 @@ def _segment_child(conn: Any, *args: Any) -> None:
         conn.close()
     if not result[0]:
         os._exit(1)  # skip multiprocessing's traceback print; the parent says what happened
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    import multiprocessing
+
+    known = multiprocessing.parent_process()  # recorded at the fork, unlike getppid()
+    parent = known.pid if known is not None else os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl: the closed pipe ends still stop a late send
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 class SegmentReads:
@@ -310,7 +335,8 @@ class SegmentReads:
                 hook,
                 seek,
             )
-            child = ctx.Process(target=_segment_child, args=(send, *args), daemon=True)
+            inherited = (recv, *(r for _, _, r in self._children))
+            child = ctx.Process(target=_segment_child, args=(send, inherited, *args), daemon=True)
             try:
                 child.start()
             except OSError as exc:  # e.g. no memory or process slots for the fork

@@ -123,6 +123,7 @@ def encode_clip(
     crf: int | None = None,
     pattern: Pattern = "moving",
     slow_after: int | None = None,
+    faststart: bool = False,
 ) -> Path:
     """Encode a synthetic clip and return its path (the suffix is set by the codec's container).
 
@@ -139,7 +140,8 @@ def encode_clip(
       * ``bframes`` applies to h264 and hevc only;
       * ``crf`` None → h264 23, hevc 28, vp9 32, av1 35, mpeg4 qscale 3 (crf is used as qscale);
       * ``slow_after`` k: frames from index k on last 3 ticks instead of 1 (a variable frame
-        rate, so duration × fps no longer counts the frames).
+        rate, so duration × fps no longer counts the frames);
+      * ``faststart``: MP4 with its moov index before the media data (``movflags +faststart``).
     """
     if codec not in _ENCODERS:
         raise ValueError(f"unknown codec {codec!r}; expected one of {sorted(_ENCODERS)}")
@@ -153,9 +155,8 @@ def encode_clip(
         os.environ.setdefault("SVT_LOG", "1")
 
     # bitexact: Matroska/WebM would otherwise write random segment UIDs into every file.
-    with av.open(
-        str(path), "w", format=container_format, container_options={"fflags": "+bitexact"}
-    ) as container:
+    muxer_options = {"fflags": "+bitexact", **({"movflags": "+faststart"} if faststart else {})}
+    with av.open(str(path), "w", format=container_format, container_options=muxer_options) as container:
         stream = container.add_stream(encoder, rate=fps, options=options)
         stream.width = width
         stream.height = height
@@ -203,6 +204,8 @@ def make_bad_inputs(folder: Path | str) -> dict[str, Path]:
     * ``notes``: a text file named ``notes.mp4``;
     * ``cut``: an h264 .mp4 cut to its first 30 % of bytes. The MP4 muxer writes the moov index
       at the end, so the cut file has media data but no index and cannot be opened;
+    * ``cut_front``: the same cut of a ``faststart`` .mp4, whose index comes first: it opens,
+      and its header lists frames the file no longer holds (as the real clips here);
     * ``audio_only``: AAC in ``audio_only.m4a``, no video stream;
     * ``mpeg4``: an MPEG-4 Part 2 clip, for which the patched FFmpeg exports no bitcost;
     * ``tiny_2x2``: a 2×2 h264 clip. libx264 accepts 2×2 (it pads to one macroblock), so the
@@ -228,6 +231,12 @@ def make_bad_inputs(folder: Path | str) -> dict[str, Path]:
     cut.write_bytes(data[: int(len(data) * 0.3)])
     whole.unlink()
     bad["cut"] = cut
+    whole = encode_clip(folder / "whole_for_cut_front", codec="h264", frames=48, gop=24, faststart=True)
+    data = whole.read_bytes()
+    cut_front = folder / "cut_front.mp4"
+    cut_front.write_bytes(data[: int(len(data) * 0.3)])
+    whole.unlink()
+    bad["cut_front"] = cut_front
 
     bad["audio_only"] = _encode_audio_only(folder / "audio_only.m4a")
     bad["mpeg4"] = encode_clip(folder / "mpeg4", codec="mpeg4", frames=48, gop=24)

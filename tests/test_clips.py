@@ -123,6 +123,7 @@ def test_bad_inputs_are_what_they_claim(bad_inputs: dict[str, Path]) -> None:
         "empty",
         "notes",
         "cut",
+        "cut_front",
         "audio_only",
         "mpeg4",
         "tiny_2x2",
@@ -132,6 +133,7 @@ def test_bad_inputs_are_what_they_claim(bad_inputs: dict[str, Path]) -> None:
         "empty": "empty.mp4",
         "notes": "notes.mp4",
         "cut": "cut.mp4",
+        "cut_front": "cut_front.mp4",
         "audio_only": "audio_only.m4a",
         "mpeg4": "mpeg4.mp4",
         "tiny_2x2": "tiny_2x2.mp4",
@@ -149,6 +151,12 @@ def test_bad_inputs_are_what_they_claim(bad_inputs: dict[str, Path]) -> None:
     assert cut[4:8] == b"ftyp" and len(cut) > 1000
     with pytest.raises(av.error.InvalidDataError):
         av.open(str(bad_inputs["cut"]))
+    # The faststart cut keeps its index (moov before mdat), so it opens and lists 48 frames,
+    # but only some of their packets are left.
+    with av.open(str(bad_inputs["cut_front"])) as container:
+        stream = container.streams.video[0]
+        assert stream.frames == 48
+        assert 0 < sum(1 for p in container.demux(stream) if p.size) < 48
 
     with av.open(str(bad_inputs["audio_only"])) as container:
         assert len(container.streams.video) == 0
