@@ -281,15 +281,16 @@ def _read(
         return pix, _grid_result(item, work, keep_keys, score_key)
 
     def collect(items: list[dict[str, Any]]) -> FrameResults:
-        out = FrameResults()
+        by_pixels: dict[int, Any] = {}
+        by_grid: dict[int, Any] = {}
         for item in items:
             pix, grid = item.pop("frame_result", (None, None))
             fid = int(item["frame_idx"])
             if pix is not None:
-                out.pixels[fid] = pix
+                by_pixels[fid] = pix
             if grid is not None:
-                out.grids[fid] = grid
-        return out
+                by_grid[fid] = grid
+        return FrameResults(pixels=by_pixels, grids=by_grid)
 
     if parts and (not parity or pruning_cannot_drop(uniq)):
         # Nothing can be pruned, so unpruned halves give exactly the serial result.
