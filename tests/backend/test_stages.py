@@ -355,7 +355,14 @@ def test_readiness_stops_on_low_gain_and_drops_tail_in_parity():
 
 
 def _readiness(rows: np.ndarray, **cfg) -> Groups:
+    """Parity readiness with a fixed threshold; by default ipg 2 (budget 4), groups of 4–8, 1 bin."""
     n = rows.shape[0]
+    cfg = {
+        "images_per_group": 2,
+        "min_group_frames": 4,
+        "max_group_frames": 8,
+        "readiness_coverage_bins": 1,
+    } | cfg
     config = GroupConfig(profile="parity", readiness_sum_threshold_mode="fixed", **cfg)
     return build_groups(
         make_info(n, keyframes=(0,)), _range_candidates(n), _scores(rows), TINY, config=config
@@ -367,14 +374,7 @@ def test_readiness_keeps_growing_while_the_gain_is_high_until_max_group_frames()
     # top-4 sum doubles with every frame, so each window passes and the gain never drops.
     rows = np.zeros((20, 4), np.float32)
     rows[:, 0] = 2.0 ** np.arange(20)
-    groups = _readiness(
-        rows,
-        images_per_group=2,
-        min_group_frames=4,
-        max_group_frames=8,
-        readiness_sum_threshold=1.0,
-        readiness_coverage_bins=1,
-    )
+    groups = _readiness(rows, readiness_sum_threshold=1.0)
     first = groups.specs[0]
     assert (first.start, first.end, first.stop_reason) == (0, 8, "readiness_threshold")
     steps = [s for s in groups.trace if s.group_index == 0]
@@ -384,14 +384,7 @@ def test_readiness_keeps_growing_while_the_gain_is_high_until_max_group_frames()
 
 
 def test_readiness_cuts_at_max_group_frames_when_nothing_passes():
-    groups = _readiness(
-        np.ones((20, 4), np.float32),
-        images_per_group=2,
-        min_group_frames=4,
-        max_group_frames=8,
-        readiness_sum_threshold=1e9,
-        readiness_coverage_bins=1,
-    )
+    groups = _readiness(np.ones((20, 4), np.float32), readiness_sum_threshold=1e9)
     assert [(g.start, g.end, g.stop_reason) for g in groups.specs] == [
         (0, 8, "max_group_frames"),
         (8, 16, "max_group_frames"),
