@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
@@ -18,7 +20,7 @@ import pandas as pd
 
 from backend.errors import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
 
@@ -125,7 +127,41 @@ _MIGRATIONS = {
             comparison_id VARCHAR NOT NULL, variant_index INTEGER, decoder VARCHAR, frame_index INTEGER,
             luma_bias DOUBLE, psnr_y_db DOUBLE, y_mse DOUBLE)""",
     ],
+    # Version 4: which process runs a ``running`` run (host:pid:start), so that a run whose
+    # process was killed is marked failed when the store is next opened.
+    4: ["ALTER TABLE runs ADD COLUMN owner VARCHAR"],
 }
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time in clock ticks (/proc), '' where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22; the name before ")" may hold spaces
+
+
+def _this_owner() -> str:
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def _owner_gone(owner: str) -> bool:
+    """True when ``owner`` (host:pid:start) is a process of this host that no longer runs."""
+    host, pid_text, start = owner.rsplit(":", 2)
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False  # another machine's run: nothing to tell from here
+    pid = int(pid_text)
+    if start:  # the pid may have been reused by a newer process
+        return _start_ticks(pid) != start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -219,6 +255,8 @@ class SessionStore:
         self.cache_dir = self.path.parent / f"{self.path.name}.cache"
         try:
             self._prepare_schema(read_only)
+            if not read_only:
+                self._fail_orphaned_runs()
         except BaseException:
             self._con.close()
             raise
@@ -256,6 +294,19 @@ class SessionStore:
             )
         if version < SCHEMA_VERSION and not read_only:
             self.migrate(version)
+
+    def _fail_orphaned_runs(self) -> None:
+        """Mark failed the ``running`` runs whose process ended without finishing them
+        (killed, or crashed in a decoder): otherwise they would show as running for ever."""
+        cur = self._con.cursor()
+        rows = cur.execute("SELECT run_id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL")
+        for run_id, owner in rows.fetchall():
+            if _owner_gone(owner):
+                pid = owner.rsplit(":", 2)[1]
+                cur.execute(
+                    "UPDATE runs SET status = 'failed', error = ?, finished_at = ? WHERE run_id = ?",
+                    [f"interrupted: its process (pid {pid}) ended before the run finished", _now(), run_id],
+                )
 
     def _create(self, version: int) -> None:
         cur = self._con.cursor()
@@ -372,8 +423,8 @@ class SessionStore:
         if summary is None:
             tx.execute(
                 """INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
-                   created_at, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')""",
-                head,
+                   created_at, status, owner) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)""",
+                [*head, _this_owner()],
             )
             return
         tx.execute(

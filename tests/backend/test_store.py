@@ -130,6 +130,39 @@ def test_failed_run_leaves_no_finished_rows(shared_videos, tmp_path):
         assert store.cache_lookup(row.cache_key or "none") is None
 
 
+_BEGIN_AND_DIE = """
+import os, signal, sys
+sys.path.insert(0, {repo!r})
+from backend.store import SessionStore
+store = SessionStore({db!r})
+session = store._con.execute("SELECT session_id FROM sessions").fetchone()[0]
+print(store.begin_run(session, profile="clean", config={{}}, versions={{}}), flush=True)
+store.close()
+os.kill(os.getpid(), signal.SIGKILL)  # as a crash in a decoder or `kill -9` would end it
+"""
+
+
+def test_a_run_whose_process_died_is_marked_failed_on_the_next_open(stored, tmp_path):
+    import shutil
+
+    db = tmp_path / "s.duckdb"
+    shutil.copyfile(stored[0], db)
+    code = _BEGIN_AND_DIE.format(repo=str(REPO_ROOT), db=str(db))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    dead_run = proc.stdout.strip()
+    with SessionStore(db, read_only=True) as store:
+        assert store.get_run(dead_run).status == "running"  # a reader changes nothing
+    with SessionStore(db) as store:
+        row = store.get_run(dead_run)
+        assert row.status == "failed" and "ended before the run finished" in row.error, row
+        # A running run of a live process (this one) is left alone.
+        mine = store.begin_run(row.session_id, profile="clean", config={}, versions={})
+    with SessionStore(db) as store:
+        assert store.get_run(mine).status == "running"
+        assert store.get_run(stored[1]).status == "done"
+
+
 def test_migrates_from_schema_1(h264_clip, tmp_path):
     db = tmp_path / "old.duckdb"
     SessionStore.create_version(db, 1)
