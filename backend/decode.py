@@ -227,6 +227,8 @@ class _ReadOut:
     results: FrameResults = field(default_factory=FrameResults)
     split_failure: str | None = None
     """Why a split read was abandoned for a serial one (None when it was not)."""
+    decoder_log: tuple[str, ...] = ()
+    """What cvp's FFmpeg printed during the reads (damaged streams), first lines only."""
 
 
 def _score_key(bitcost: dict[str, Any], wanted: tuple[str, ...], score_key: str) -> str | None:
@@ -264,6 +266,7 @@ def _read(
     """Reader dicts for the request, the pixels, per-frame work results and how it was read."""
     parity = config.profile == "parity"
     uniq = sorted(set(ids))
+    log: list[str] = []  # the decoder's complaints about a damaged stream, reported once
     split = _split_parts(info, uniq, config) if gateway.can_fork() else None
     parts = split.parts if split is not None else None
     seek = split is None or split.seek
@@ -308,16 +311,25 @@ def _read(
         mode = "split" if seek else "split from start"
         try:
             items = reads.wait()
-            return _ReadOut(items, mode, reads.pixels, rows if pixels else {}, results=collect(items))
+            return _ReadOut(
+                items,
+                mode,
+                reads.pixels,
+                rows if pixels else {},
+                results=collect(items),
+                decoder_log=tuple(reads.decoder_log),
+            )
         except RuntimeError as exc:
             # Read serially instead; a second split would most likely fail the same way.
-            return _ReadOut(
-                gateway.read_bitcost(
-                    info.path, ids if parity else uniq, export_pixels=pixels, target_only=parity, **size
-                ),
-                "serial (split failed)",
-                split_failure=str(exc),
+            items = gateway.read_bitcost(
+                info.path,
+                ids if parity else uniq,
+                export_pixels=pixels,
+                target_only=parity,
+                decoder_log=log,
+                **size,
             )
+            return _ReadOut(items, "serial (split failed)", split_failure=str(exc), decoder_log=tuple(log))
     pixel_reads = None
     if parts and pixels:
         # Pixels dominate; children read them while this process runs the exact
@@ -340,10 +352,11 @@ def _read(
         ids if parity else uniq,
         export_pixels=pixels and pixel_reads is None,
         target_only=parity,
+        decoder_log=log,
         **size,
     )
     if pixel_reads is None:
-        return _ReadOut(items, "serial")
+        return _ReadOut(items, "serial", decoder_log=tuple(log))
     # The scorer's per-frame work overlaps the pixel workers; with repeats the
     # last dict of a frame is the one decode keeps.
     grid_results = {}
@@ -359,9 +372,12 @@ def _read(
             pixel_reads.pixels,
             rows,
             results=FrameResults(pixels=results.pixels, grids=grid_results),
+            decoder_log=tuple(log),  # the bitcost pass saw the same stream as the workers
         )
     except RuntimeError as exc:
-        again = gateway.read_bitcost(info.path, uniq, export_pixels=True, target_only=False, **size)
+        again = gateway.read_bitcost(
+            info.path, uniq, export_pixels=True, target_only=False, decoder_log=[], **size
+        )
         bgr = {int(it["frame_idx"]): it["pixels"] for it in again}
         return _ReadOut(
             items,
@@ -369,6 +385,7 @@ def _read(
             bgr=bgr,
             results=FrameResults(grids=grid_results),
             split_failure=str(exc),
+            decoder_log=tuple(log),
         )
 
 
@@ -482,6 +499,9 @@ def decode_frames(
     warnings: list[Warning_] = []
     if read.split_failure is not None:
         warnings.append(Warning_("split_read_failed", f"read serially: {read.split_failure}"))
+    damage = "; ".join(read.decoder_log[:3])
+    if damage:
+        warnings.append(Warning_("decoder_errors", f"the decoder reported a damaged stream: {damage}"))
     source = np.full(n, -1, dtype=np.int32)
     grids: list[np.ndarray | None] = [None] * n
     pict: list[str] = ["?"] * n
@@ -507,8 +527,10 @@ def decode_frames(
                 source[row] = source[last_good]
     missing_rows = [r for r in range(n) if src_item[r] is None]
     if missing_rows and not parity:
+        said = f"; the decoder reported: {damage}" if damage else ""
         raise DecodeError(
-            f"{len(missing_rows)} of {n} frames returned no bitcost (first: frame {ids[missing_rows[0]]})",
+            f"{len(missing_rows)} of {n} frames returned no bitcost (first: frame {ids[missing_rows[0]]})"
+            + said,
             path=info.path,
             stage="decode",
         )

@@ -10,10 +10,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -33,16 +36,54 @@ _TARGET_ONLY_ENV = "CVR_DISABLE_TARGET_ONLY"
 _ENV_LOCK = threading.Lock()
 
 
+_LOG_LOCK = threading.Lock()  # one redirected fd 2 at a time (see _decoder_log)
+
+
 def _fresh_env_lock() -> None:
-    # A fork copies the lock as it is; if another thread held it at that moment, the
+    # A fork copies the locks as they are; if another thread held one at that moment, the
     # single-threaded child would wait on it for ever.
-    global _ENV_LOCK
+    global _ENV_LOCK, _LOG_LOCK
     _ENV_LOCK = threading.Lock()
+    _LOG_LOCK = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_fresh_env_lock)
 
 BITCOST_CODECS = ("h264", "hevc", "vp9")
+
+DECODER_LOG_KEEP = 20  # lines of a read's decoder log kept (the rest are counted)
+
+
+@contextmanager
+def _decoder_log(into: list[str] | None) -> Iterator[None]:
+    """Collect what cvp's FFmpeg prints on stderr (fd 2) during a read.
+
+    Its log level cannot be set, and a damaged file makes it print a line per broken
+    macroblock; the caller reports them as one warning or error instead. The first
+    ``DECODER_LOG_KEEP`` lines (prefix "[h264 @ 0x…]" removed) go to ``into``, then
+    one "… n more" line; None drops them.
+    """
+    with _LOG_LOCK, tempfile.TemporaryFile() as captured:
+        # fd 2 is process-wide: two threads redirecting it at once could leave it pointing
+        # at a deleted file. The reader holds the GIL while it runs, so nothing is lost.
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if into is not None:
+                captured.seek(0)
+                text = captured.read().decode("utf-8", errors="replace")
+                lines = [_LOG_PREFIX.sub("", ln).strip() for ln in text.splitlines() if ln.strip()]
+                into.extend(lines[:DECODER_LOG_KEEP])
+                if len(lines) > DECODER_LOG_KEEP:
+                    into.append(f"… {len(lines) - DECODER_LOG_KEEP} more lines")
+
+
+_LOG_PREFIX = re.compile(r"^\[[^\]]* @ 0x[0-9a-f]+\]\s*")
 
 
 def bitcost_reader_available() -> bool:
@@ -88,6 +129,7 @@ def read_bitcost(
     thread_count: int = 1,
     target_only: bool = True,
     export_bitcost: bool = True,
+    decoder_log: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Per-frame bitcost grids (and BGR pixels) from cvp's patched decoder, read from the start.
 
@@ -102,6 +144,7 @@ def read_bitcost(
     target_only : let the decoder skip bitcost for pictures far from the wanted
         frames (cvp's default; it drops maps of reordered P frames, spec §14.5).
     export_bitcost : False returns pixels only (``bitcost`` None).
+    decoder_log : receives the decoder's log lines (damaged streams), instead of stderr.
 
     Returns
     -------
@@ -116,17 +159,18 @@ def read_bitcost(
         previous = os.environ.get(_TARGET_ONLY_ENV)
         os.environ[_TARGET_ONLY_ENV] = "0" if target_only else "1"
         try:
-            return _cvr.read_video_fast_selected(
-                str(path),
-                ids,
-                int(thread_count),
-                1 if export_bitcost else 0,
-                thread_type,
-                None,
-                1 if export_pixels else 0,
-                int(out_width),
-                int(out_height),
-            )
+            with _decoder_log(decoder_log):
+                return _cvr.read_video_fast_selected(
+                    str(path),
+                    ids,
+                    int(thread_count),
+                    1 if export_bitcost else 0,
+                    thread_type,
+                    None,
+                    1 if export_pixels else 0,
+                    int(out_width),
+                    int(out_height),
+                )
         finally:
             if previous is None:
                 os.environ.pop(_TARGET_ONLY_ENV, None)
@@ -142,27 +186,30 @@ def read_segment(
     export_pixels: bool,
     out_width: int,
     out_height: int,
+    decoder_log: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One part of a split read: seek to the keyframe before the first index, decode on.
 
     Single-threaded slice decoding and never pruned, so maps and pixels equal a serial,
-    unpruned read (tested on MP4 inputs). Returns the reader's dicts, sorted by frame.
+    unpruned read (tested on MP4 inputs). Returns the reader's dicts, sorted by frame;
+    ``decoder_log`` as in :func:`read_bitcost`.
     """
     if _cvr is None:
         raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
     ids = sorted(int(i) for i in frame_indices)
-    return _cvr.read_video_fast_selected_segment(
-        str(path),
-        ids,
-        ids[0],
-        ids[-1],
-        1,
-        1 if export_bitcost else 0,
-        "slice",
-        1 if export_pixels else 0,
-        int(out_width),
-        int(out_height),
-    )
+    with _decoder_log(decoder_log):
+        return _cvr.read_video_fast_selected_segment(
+            str(path),
+            ids,
+            ids[0],
+            ids[-1],
+            1,
+            1 if export_bitcost else 0,
+            "slice",
+            1 if export_pixels else 0,
+            int(out_width),
+            int(out_height),
+        )
 
 
 FrameHook = Callable[[dict[str, Any], "np.ndarray | None", "np.ndarray | None"], Any]
@@ -184,12 +231,14 @@ def _read_into(
     size: tuple[int, int],
     hook: FrameHook | None = None,
     seek: bool = True,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Read one part; fill its rows of ``pixels[offset:]`` and keep only wanted maps.
 
     ``seek`` False decodes from the file's start, exporting only the part's frames (for
     containers where the reader's seek is not trusted); unpruned, like a segment read.
+    Returns the reader's dicts and the decoder's log lines.
     """
+    log: list[str] = []
     if seek:
         items = read_segment(
             path,
@@ -198,6 +247,7 @@ def _read_into(
             export_pixels=pixels is not None,
             out_width=size[1],
             out_height=size[0],
+            decoder_log=log,
         )
     else:
         items = read_bitcost(
@@ -208,6 +258,7 @@ def _read_into(
             target_only=False,
             out_width=size[1],
             out_height=size[0],
+            decoder_log=log,
         )
     out = []
     for row, item in enumerate(items):
@@ -224,7 +275,7 @@ def _read_into(
         elif slot is not None:
             slot[...] = bgr
         out.append(item)
-    return out
+    return out, log
 
 
 def _segment_child(conn: Any, inherited: tuple[Any, ...], *args: Any) -> None:
@@ -305,6 +356,8 @@ class SegmentReads:
         self._first_here = read_first_here
         self._hook = hook
         self._seek = seek
+        self.decoder_log: list[str] = []
+        """The decoder's log lines of every part (filled by :meth:`wait`)."""
         self.pixels: np.ndarray | None = None
         if export_pixels and (int(out_width) <= 0 or int(out_height) <= 0):
             # The reader's 0 means "decoder size", which the shared rows cannot know.
@@ -367,7 +420,7 @@ class SegmentReads:
         errors = []
         try:
             if self._first_here:
-                results[0] = _read_into(
+                results[0], log = _read_into(
                     self._path,
                     self._parts[0],
                     self.pixels,
@@ -378,6 +431,7 @@ class SegmentReads:
                     self._hook,
                     self._seek,
                 )
+                self.decoder_log += log
             for k, child, recv in self._children:
                 try:
                     ok, payload = recv.recv()
@@ -385,7 +439,8 @@ class SegmentReads:
                     ok, payload = False, None
                 child.join()  # before reading exitcode, which is None until then
                 if ok:
-                    results[k] = payload
+                    results[k], log = payload
+                    self.decoder_log += log
                 else:
                     errors.append(payload or f"reader exited with code {child.exitcode}")
         finally:

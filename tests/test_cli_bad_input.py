@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -185,3 +186,21 @@ def test_sigterm_during_a_split_read_cleans_up(shared_videos: Path, tmp_path: Pa
 
     with SessionStore(db) as store:
         assert [r.status for r in store.list_runs()] == ["failed"]
+
+
+def test_a_damaged_stream_is_one_warning_not_decoder_noise(h264_clip: Path, tmp_path: Path) -> None:
+    # Bytes flipped inside the media data: the stream still decodes (with concealment), and
+    # cvp's FFmpeg would print a line per broken macroblock on the terminal.
+    data = bytearray(h264_clip.read_bytes())
+    rng = random.Random(7)
+    for _ in range(60):
+        data[rng.randrange(len(data) // 3, 2 * len(data) // 3)] ^= 0xFF
+    damaged = tmp_path / "damaged.mp4"
+    damaged.write_bytes(bytes(data))
+    for profile in ("clean", "parity"):
+        result = run_cli("select", damaged, "--out", tmp_path / profile, "--profile", profile, "--json")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stderr == "", result.stderr[:2000]
+        warnings = json.loads(result.stdout)["warnings"]
+        warned = [w["message"] for w in warnings if w["code"] == "decoder_errors"]
+        assert len(warned) == 1 and "damaged stream" in warned[0], warned
