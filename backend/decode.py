@@ -267,6 +267,7 @@ def _read(
     parity = config.profile == "parity"
     uniq = sorted(set(ids))
     log: list[str] = []  # the decoder's complaints about a damaged stream, reported once
+    split_failure: str | None = None
     split = _split_parts(info, uniq, config) if gateway.can_fork() else None
     parts = split.parts if split is not None else None
     seek = split is None or split.seek
@@ -320,16 +321,8 @@ def _read(
                 decoder_log=tuple(reads.decoder_log),
             )
         except RuntimeError as exc:
-            # Read serially instead; a second split would most likely fail the same way.
-            items = gateway.read_bitcost(
-                info.path,
-                ids if parity else uniq,
-                export_pixels=pixels,
-                target_only=parity,
-                decoder_log=log,
-                **size,
-            )
-            return _ReadOut(items, "serial (split failed)", split_failure=str(exc), decoder_log=tuple(log))
+            # Read serially below; a second split would most likely fail the same way.
+            split_failure, parts = str(exc), None
     pixel_reads = None
     if parts and pixels:
         # Pixels dominate; children read them while this process runs the exact
@@ -356,7 +349,8 @@ def _read(
         **size,
     )
     if pixel_reads is None:
-        return _ReadOut(items, "serial", decoder_log=tuple(log))
+        mode = "serial" if split_failure is None else "serial (split failed)"
+        return _ReadOut(items, mode, split_failure=split_failure, decoder_log=tuple(log))
     # The scorer's per-frame work overlaps the pixel workers; with repeats the
     # last dict of a frame is the one decode keeps.
     grid_results = {}
