@@ -295,13 +295,10 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
             shutil.rmtree(old, ignore_errors=True)
         else:
             tmp.rename(out)
-    except OSError as exc:  # a full disk, a file size limit, permissions
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OutputError):
-            raise
-        message = f"cannot write the output ({exc.strerror or exc})"
-        raise OutputError(message, path=out, stage="output") from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):  # full disk, size limit
+            message = f"cannot write the output ({exc.strerror or exc})"
+            raise OutputError(message, path=out, stage="output") from exc
         raise
     return out
