@@ -26,7 +26,7 @@ from backend.pipeline import (
     SelectionOptions,
     run,
 )
-from backend.probe import ProbeConfig, check_input_file, probe
+from backend.probe import ProbeConfig, probe
 from backend.records import (
     TOKEN_COLUMNS,
     Candidates,
@@ -469,9 +469,10 @@ def select_and_store(
     -------
     (run_id, RunResult).
     """
-    if content is None and (front is None or key is None or session_id is None):
-        content = content_sha256(check_input_file(video))  # a missing file: one clear error
+    # Probed first: its input checks name a missing or unreadable file before it is hashed.
     info = front.info if front is not None else probe(video, config=ProbeConfig(profile=options.profile))
+    if content is None and (front is None or key is None or session_id is None):
+        content = content_sha256(video)
     if session_id is None:
         assert content is not None
         session_id = store.ensure_session(info, content)
