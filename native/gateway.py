@@ -34,12 +34,10 @@ except ImportError:  # pragma: no cover - exercised only off Linux x86-64
 # under a lock so one caller's choice never leaks into another's (cvp leaks it).
 _TARGET_ONLY_ENV = "CVR_DISABLE_TARGET_ONLY"
 _ENV_LOCK = threading.Lock()
-
-
 _LOG_LOCK = threading.Lock()  # one redirected fd 2 at a time (see _decoder_log)
 
 
-def _fresh_env_lock() -> None:
+def _fresh_locks() -> None:
     # A fork copies the locks as they are; if another thread held one at that moment, the
     # single-threaded child would wait on it for ever.
     global _ENV_LOCK, _LOG_LOCK
@@ -47,11 +45,12 @@ def _fresh_env_lock() -> None:
     _LOG_LOCK = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_fresh_env_lock)
+os.register_at_fork(after_in_child=_fresh_locks)
 
 BITCOST_CODECS = ("h264", "hevc", "vp9")
 
 DECODER_LOG_KEEP = 20  # lines of a read's decoder log kept (the rest are counted)
+_LOG_PREFIX = re.compile(r"^\[[^\]]* @ 0x[0-9a-f]+\]\s*")  # "[h264 @ 0x55d0…] "
 
 
 @contextmanager
@@ -81,9 +80,6 @@ def _decoder_log(into: list[str] | None) -> Iterator[None]:
                 into.extend(lines[:DECODER_LOG_KEEP])
                 if len(lines) > DECODER_LOG_KEEP:
                     into.append(f"… {len(lines) - DECODER_LOG_KEEP} more lines")
-
-
-_LOG_PREFIX = re.compile(r"^\[[^\]]* @ 0x[0-9a-f]+\]\s*")
 
 
 def bitcost_reader_available() -> bool:
