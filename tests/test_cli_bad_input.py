@@ -39,15 +39,18 @@ def _bad_path(key: str, bad_inputs: dict[str, Path], tmp_path: Path) -> Path:
     return bad_inputs[key]
 
 
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("codec-lens: error: "), lines
+    return lines[0]
+
+
 def _assert_clean_rejection(
     result: subprocess.CompletedProcess[str], bad: Path, out: Path, phrase: str
 ) -> None:
     """Exit 2, one stderr line naming the file and the problem, no traceback, no outputs."""
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback (most recent call last)" not in result.stderr, result.stderr[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, lines  # one line: no decoder log lines, no usage text
-    last = lines[0]
+    last = _one_error_line(result)  # one line: no traceback, no decoder log lines, no usage text
     assert str(bad) in last or bad.name in last, last
     assert phrase in last.lower(), last
     # A rejected input leaves nothing behind: no output folder, no partial folder beside it.
@@ -79,13 +82,6 @@ def test_clean_accepts_size_not_multiple_of_16(bad_inputs: dict[str, Path], tmp_
 
 
 # --- the output folder is never something else's -------------------------------------------------
-
-
-def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("codec-lens: error: "), lines
-    return lines[0]
 
 
 def test_out_never_replaces_what_is_not_an_output(h264_clip: Path, tmp_path: Path) -> None:
