@@ -21,8 +21,8 @@ _X264 = {"preset": "veryfast"}
 
 def _round_trip_dir(ws: Workspace, run_id: str) -> Path | None:
     """cvp's directory of an imported run when it is still there and inside the allowed folders."""
+    from backend.cvp_format import IMPORT_KEY
     from backend.errors import InputError
-    from backend.import_cvp import IMPORT_KEY
 
     source = ws.store.get_run(run_id).config.get(IMPORT_KEY)
     if not source:
@@ -69,9 +69,10 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox) -> None:
     ``run_id`` holds a stored run's id; the tab redraws on ``run_id.change`` (and draws at build
     time when the box already holds one).
     """
+    from backend.cvp_format import imported_view
     from backend.errors import CodecLensError
-    from backend.import_cvp import imported_view
-    from views import canvases, run_summary
+    from views import canvases
+    from views.inspector import run_summary
 
     lock = threading.Lock()
     viewed: dict[str, tuple[Any, Any]] = {}  # run_id → (what ws.result gave, what the tab shows)

@@ -197,8 +197,8 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
+    from backend.cvp_format import check_out_dir, write_output
     from backend.errors import CodecLensError
-    from backend.output import check_out_dir, write_output
     from backend.pipeline import run
 
     if args.out is None and args.session_db is None:
@@ -210,7 +210,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         if args.out is not None:
             check_out_dir(args.out)  # before the run, not after it has been stored
         if args.session_db is not None:
-            from backend.sessions import select_and_store
+            from backend.runs import select_and_store
             from backend.store import SessionStore
 
             with SessionStore(args.session_db) as store:
@@ -230,10 +230,10 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 
 def cmd_reselect(args: argparse.Namespace) -> int:
+    from backend.cvp_format import write_output
     from backend.errors import CodecLensError
-    from backend.output import write_output
     from backend.pipeline import SelectionOptions
-    from backend.sessions import reselect
+    from backend.runs import reselect
     from backend.store import SessionStore
 
     t0 = time.perf_counter()
@@ -289,7 +289,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
                     info["groups"] = groups.drop(columns=["readiness_json"]).to_dict(orient="records")
                 print(json.dumps(info, indent=None if args.json else 2, default=str))
             elif args.action == "prune-cache":
-                from backend.sessions import DEFAULT_CACHE_BUDGET_BYTES, prune_cache
+                from backend.runs import DEFAULT_CACHE_BUDGET_BYTES, prune_cache
 
                 budget = DEFAULT_CACHE_BUDGET_BYTES if args.max_gb is None else int(args.max_gb * 2**30)
                 removed = prune_cache(store, budget_bytes=budget)

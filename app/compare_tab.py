@@ -20,7 +20,8 @@ SCALE_CHOICES = (
     ("per video", "video"),
     ("across compared runs", "all"),
 )
-# Buttons the app's key handler presses while #compare_panes is on screen (views.navigation.ACTIONS).
+# Buttons the app's key handler presses while #compare_panes is on screen
+# (views.inspector.navigation.ACTIONS).
 KEY_BUTTONS: dict[str, str] = {
     a: f"cmp_{a}" for a in ("prev", "next", "prev_key", "next_key", "prev_group", "next_group", "home", "end")
 }
@@ -101,8 +102,8 @@ class _Comparisons:
 
     def get(self, comparison_id: str) -> _Open:
         from backend.compare import load_comparison
-        from backend.sessions import open_run
-        from views.compare_view import prepare_positions
+        from backend.runs import open_run
+        from views.compare import prepare_positions
 
         with self._lock:
             hit = self._open.get(comparison_id)
@@ -120,7 +121,7 @@ class _Comparisons:
             return opened
 
     def heatmap_runs(self, opened: _Open, scale: str) -> tuple[Any, ...]:
-        from views.compare_view import prepare_heatmap_runs
+        from views.compare import prepare_heatmap_runs
 
         with self._lock:
             if scale not in opened.heatmap_runs:
@@ -129,7 +130,7 @@ class _Comparisons:
 
 
 def _layers(layers: list[str] | None, opacity: float, colormap: str, scale: str) -> Any:
-    from backend.overlays import layer_options
+    from backend.render import layer_options
 
     # "all" (one scale across the compared runs) is applied to the maps before drawing.
     return layer_options(
@@ -150,10 +151,10 @@ def build_compare_tab(ws: app.workspace.Workspace) -> None:
 
     from backend.compare import CODECS, FALLBACK_SCORES, SPEEDS, CompareConfig, compare
     from backend.errors import CodecLensError
-    from backend.overlays import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
     from backend.pipeline import SelectionOptions
-    from views import compare_view as cv
-    from views.frame_layers import COLORMAPS
+    from backend.render import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
+    from views import compare as cv
+    from views.inspector.frame_layers import COLORMAPS
 
     opened = _Comparisons(ws)
 

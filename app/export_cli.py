@@ -83,8 +83,8 @@ def _format(args: argparse.Namespace) -> str:
 
 def build_figures(results: Sequence[tuple[str, Any]], plots: Sequence[str], groups: list[int] | None) -> dict:
     """Name → plotly figure for each run (the first unsuffixed, others suffixed by run id)."""
-    from views.group_stepper import prepare_readiness_plot
-    from views.timeline import prepare_timeline
+    from views.inspector.group_stepper import prepare_readiness_plot
+    from views.inspector.timeline import prepare_timeline
 
     figures: dict[str, Any] = {}
     for k, (run_id, result) in enumerate(results):
@@ -99,7 +99,7 @@ def build_figures(results: Sequence[tuple[str, Any]], plots: Sequence[str], grou
 
 
 def _export(args: argparse.Namespace) -> dict[str, Any]:
-    from backend.configbase import parse_names
+    from backend.config import parse_names
     from backend.export import ExportConfig, load_export_run, parse_frame_range, write_export
     from backend.store import SessionStore
 

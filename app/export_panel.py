@@ -71,8 +71,8 @@ def export_figure(
 ) -> list[str]:
     """Write the run's timeline or a group's readiness figure (with a sidecar); return the paths."""
     from backend.export import ExportConfig, load_export_run, write_export
-    from views.group_stepper import prepare_readiness_plot
-    from views.timeline import prepare_timeline
+    from views.inspector.group_stepper import prepare_readiness_plot
+    from views.inspector.timeline import prepare_timeline
 
     result = ws.result(run_id)
     if figure == "timeline":

@@ -39,8 +39,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``import`` command: 0 when stored (match or mismatch), 2 with one error line."""
+    from backend.cvp_format import ImportConfig, import_cvp
     from backend.errors import CodecLensError
-    from backend.import_cvp import ImportConfig, import_cvp
     from backend.store import SessionStore
 
     try:

@@ -27,8 +27,8 @@ def build_import_panel(ws: Workspace, run_id: gr.Textbox) -> None:
     On success the new run's id goes into ``run_id`` (so every tab opens it); errors show as
     ``gr.Error`` with one line naming the file.
     """
+    from backend.cvp_format import ImportConfig, import_cvp
     from backend.errors import CodecLensError
-    from backend.import_cvp import ImportConfig, import_cvp
 
     with gr.Group():
         gr.Markdown("**Import a codec-video-prep output** with the video it was made from.")

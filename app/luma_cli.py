@@ -149,7 +149,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _geometry(args: argparse.Namespace) -> Any:
-    from backend.luma_geometry import make_geometry
+    from backend.luma import make_geometry
 
     name = args.geometry
     if name == "h3":
@@ -220,7 +220,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     )
     _print_analysis(analysis, _info_stream(args))
     if args.session_db is not None:
-        from backend.luma_store import store_analysis
+        from backend.luma import store_analysis
         from backend.store import SessionStore
 
         with SessionStore(args.session_db) as store:
@@ -233,7 +233,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def _cmd_fast_reader(args: argparse.Namespace) -> int:
-    from backend.luma_pairs import fast_reader_pair
+    from backend.luma import fast_reader_pair
 
     analysis = fast_reader_pair(args.video, geometry=_geometry(args), config=_measure(args))
     _print_analysis(analysis, _info_stream(args))
@@ -246,7 +246,7 @@ def _cmd_fast_reader(args: argparse.Namespace) -> int:
 
 
 def _cmd_roundtrip(args: argparse.Namespace) -> int:
-    from backend.luma_pairs import roundtrip_pair
+    from backend.luma import roundtrip_pair
 
     results = []
     for codec in args.codec:
@@ -265,7 +265,7 @@ def _cmd_roundtrip(args: argparse.Namespace) -> int:
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    from backend.luma_pairs import BATCH_COLUMNS, analyze_batch
+    from backend.luma import BATCH_COLUMNS, analyze_batch
 
     out = _info_stream(args)
     result = analyze_batch(
@@ -292,8 +292,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from backend.luma_fit import FitConfig, fit_and_evaluate, save_model
-    from backend.luma_pairs import analyze_pairs, pair_by_name
+    from backend.luma import FitConfig, analyze_pairs, fit_and_evaluate, pair_by_name, save_model
 
     geometry = _geometry(args)
     config = _measure(args)
@@ -336,8 +335,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
-    from backend.luma import analyze_videos, video_keyframes
-    from backend.luma_fit import apply_correction, load_model
+    from backend.luma import analyze_videos, apply_correction, load_model, video_keyframes
 
     model = load_model(args.coefficients)
     out_path = apply_correction(model, args.test, args.out, lossless=args.lossless)
@@ -404,7 +402,7 @@ def write_plot(analysis: Any, path: str | Path) -> Path:
 
 def plot_html(analysis: Any) -> str:
     """HTML with plotly.js inlined (works offline): bias(t), the stacked chunks and the per-slot table."""
-    from views.luma_view import prepare_bias_plot, prepare_stacked_plot
+    from views.luma import prepare_bias_plot, prepare_stacked_plot
 
     report = analysis.report
     bias_fig = prepare_bias_plot(analysis)

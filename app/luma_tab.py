@@ -73,10 +73,16 @@ def build_luma_tab(ws: Workspace) -> None:
     written under ``ws.output_path("luma")`` and re-measured).
     """
     from backend.errors import CodecLensError
-    from backend.luma import MeasureConfig, analyze_videos
-    from backend.luma_geometry import make_geometry
-    from backend.luma_store import apply_stored, fit_stored, open_analysis, store_analysis
-    from views import luma_view
+    from backend.luma import (
+        MeasureConfig,
+        analyze_videos,
+        apply_stored,
+        fit_stored,
+        make_geometry,
+        open_analysis,
+        store_analysis,
+    )
+    from views import luma as luma_view
 
     def fail(exc: Exception) -> gr.Error:
         if isinstance(exc, CodecLensError):

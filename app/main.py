@@ -136,7 +136,7 @@ LAUNCH_KWARGS = {"js": KEY_JS, "css": CSS}
 
 def layer_options(layers: list[str] | str, opacity: float, colormap: str, scale: str) -> Any:
     """LayerOptions from the layer controls (layer names as a list, or comma-separated)."""
-    from backend.overlays import layer_options as options_for
+    from backend.render import layer_options as options_for
 
     return options_for(layers, opacity=opacity, colormap=colormap, scale=scale)
 
@@ -195,7 +195,7 @@ def make_workspace(
 def ensure_run(ws: Any, video: str | Path, options: Any = None) -> str:
     """The id of a finished run of ``video`` with ``options`` (default clean), running it if needed."""
     from backend.pipeline import SelectionOptions
-    from backend.sessions import select_and_store
+    from backend.runs import select_and_store
 
     options = options or SelectionOptions(profile="clean")
     path = ws.input_path(video)
@@ -210,7 +210,7 @@ def ensure_run(ws: Any, video: str | Path, options: Any = None) -> str:
 
 def _option_controls(gr: Any) -> dict[str, Any]:
     """One control per SelectionOptions field, generated from the field metadata."""
-    from backend.configbase import field_help
+    from backend.config import field_help
     from backend.pipeline import SelectionOptions
 
     controls: dict[str, Any] = {}
@@ -266,13 +266,13 @@ def build_app(ws: Any, *, run_id: str | None = None) -> Any:
     from app.import_panel import build_import_panel
     from app.luma_tab import build_luma_tab
     from backend.errors import CodecLensError
-    from backend.overlays import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
     from backend.pipeline import SelectionOptions
-    from backend.probe import ProbeConfig, probe
-    from backend.sessions import reselect, select_and_store
-    from views import group_stepper, navigation, run_summary, timeline
-    from views.frame_cache import JpegCache
-    from views.frame_layers import COLORMAPS, SCALES, block_at, prepare_frame_layers
+    from backend.render import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
+    from backend.runs import reselect, select_and_store
+    from backend.stages.probe import ProbeConfig, probe
+    from views.inspector import group_stepper, navigation, run_summary, timeline
+    from views.inspector.frame_cache import JpegCache
+    from views.inspector.frame_layers import COLORMAPS, SCALES, block_at, prepare_frame_layers
 
     cache = JpegCache(budget_bytes=128 << 20)
     no_layers = layer_options([], 0.5, "turbo", "frame")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.paths import resolve_within
-from backend.sessions import open_run
+from backend.runs import open_run
 from backend.store import SessionStore
 
 

@@ -42,7 +42,7 @@ def _check(cond: bool, message: str) -> None:
 
 
 @dataclass(frozen=True, repr=False)
-class Warning_(_ShapeRepr):
+class RunWarning(_ShapeRepr):
     """A named, human-readable note about a defect or fallback that fired in a run."""
 
     code: str
@@ -117,7 +117,7 @@ class Candidates(_ShapeRepr):
     """(from_frame_index, to_frame_index) for every keyframe shifted by avoidance."""
     debug: dict[str, Any]
     """cvp-compatible ``sampling_debug`` keys."""
-    warnings: tuple[Warning_, ...] = ()
+    warnings: tuple[RunWarning, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self.frame_indices.ndim == 1, f"{self.frame_indices.shape = } must be 1-D")
@@ -176,7 +176,7 @@ class DecodedFrames(_ShapeRepr):
     keyframe); ``split from start`` (the second decoding a lead-in from frame 0, for containers
     without a trusted seek); ``bitcost here, pixels in workers`` (parity with pruning); or
     ``serial (split failed)``."""
-    warnings: tuple[Warning_, ...] = ()
+    warnings: tuple[RunWarning, ...] = ()
 
     def __post_init__(self) -> None:
         n = self.frame_indices.shape[0]
@@ -282,7 +282,7 @@ class Groups(_ShapeRepr):
     trace: tuple[ReadinessStep, ...]
     dropped_tail: tuple[int, int] | None
     """Candidate index range [start, end) never grouped (parity's tail drop)."""
-    warnings: tuple[Warning_, ...] = ()
+    warnings: tuple[RunWarning, ...] = ()
 
 
 @dataclass(frozen=True, repr=False)
@@ -328,7 +328,7 @@ class Selection(_ShapeRepr):
 
     groups: tuple[GroupSelection, ...]
     skipped_group_indices: tuple[int, ...]
-    warnings: tuple[Warning_, ...] = ()
+    warnings: tuple[RunWarning, ...] = ()
 
 
 @dataclass(frozen=True, repr=False)

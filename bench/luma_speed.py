@@ -40,8 +40,7 @@ import av
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.luma import MEASURE_WORKERS, MeasureConfig, Prefetch, analyze_videos
-from backend.luma_geometry import make_geometry
+from backend.luma import MEASURE_WORKERS, MeasureConfig, Prefetch, analyze_videos, make_geometry
 from native import gateway
 from native.compiled import COMPILED_KERNEL
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from backend.errors import CodecLensError  # noqa: E402
 from backend.pipeline import SelectionOptions  # noqa: E402
-from backend.sessions import reselect, select_and_store  # noqa: E402
+from backend.runs import reselect, select_and_store  # noqa: E402
 from backend.store import SessionStore  # noqa: E402
 
 

@@ -38,7 +38,7 @@ from PIL import Image  # noqa: E402
 from app.main import SAMPLE_VIDEO, build_app, ensure_run, make_workspace, serve  # noqa: E402
 from backend.pipeline import SelectionOptions, run  # noqa: E402
 from native import gateway  # noqa: E402
-from views.frame_layers import LayerOptions, prepare_frame_layers  # noqa: E402
+from views.inspector.frame_layers import LayerOptions, prepare_frame_layers  # noqa: E402
 
 ALL_LAYERS = LayerOptions(
     heatmap=True,

@@ -82,8 +82,8 @@ def pyav_decode_secs(video: Path, *, thread_type: str | None, rgb_hw: tuple[int,
 def processed_hw(video: Path) -> tuple[int, int]:
     """The pipeline's processed frame size for this clip (clean profile, default options)."""
     sys.path.insert(0, str(REPO))
-    from backend.geometry import GeometryConfig, resolve_geometry
-    from backend.probe import ProbeConfig, probe
+    from backend.stages.geometry import GeometryConfig, resolve_geometry
+    from backend.stages.probe import ProbeConfig, probe
 
     info = probe(video, config=ProbeConfig(profile="clean"))
     return resolve_geometry(info, config=GeometryConfig(profile="clean")).processed_hw
@@ -99,10 +99,10 @@ def reader_critical_path(video: Path) -> float | None:
     path. None when the reader is missing or the clip cannot be split (MPEG-TS).
     """
     sys.path.insert(0, str(REPO))
-    from backend.geometry import GeometryConfig, resolve_geometry
-    from backend.keyframes import KeyframeConfig, avoid_keyframes
-    from backend.probe import ProbeConfig, probe
-    from backend.sample import SampleConfig, sample
+    from backend.stages.geometry import GeometryConfig, resolve_geometry
+    from backend.stages.keyframes import KeyframeConfig, avoid_keyframes
+    from backend.stages.probe import ProbeConfig, probe
+    from backend.stages.sample import SampleConfig, sample
     from native import gateway
 
     if not gateway.bitcost_reader_available():
@@ -167,7 +167,10 @@ def run_lens(
 
 def floors(repeat: int) -> dict[str, tuple[float, float]]:
     """Median (wall, cpu) of processes that only start up and exit."""
-    code = "import app.cli as c; c.build_parser(['select']); import backend.pipeline, backend.output"
+    code = (
+        "import app.cli as c; c.build_parser(['select']); "
+        "import backend.pipeline.run, backend.cvp_format.write"
+    )
     lens = [sys.executable, "-c", code]
     cmds = {"codec-lens": (lens, {"cwd": REPO}), "cvp": ([str(CVP), "--help"], {})}
     out = {}

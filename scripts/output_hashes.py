@@ -103,7 +103,8 @@ def _cli(tree: Path, *args: str, cwd: Path) -> str:
         cmd, cwd=cwd, capture_output=True, text=True, env={**_env(), "PYTHONPATH": str(tree)}, timeout=900
     )
     if proc.returncode != 0:
-        raise SystemExit(f"output_hashes: {' '.join(args[:2])} failed ({proc.returncode}): {proc.stderr[-800:]}")
+        what = " ".join(args[:2])
+        raise SystemExit(f"output_hashes: {what} failed ({proc.returncode}): {proc.stderr[-800:]}")
     return proc.stdout
 
 
@@ -143,22 +144,69 @@ def main() -> int:
     run_id = stored.get("run_id") or stored.get("id")
     if not run_id:
         raise SystemExit(f"output_hashes: no run id in select --json: {sorted(stored)}")
-    _cli(tree, "reselect", run_id, "--images_per_group", "4", "--out", str(work / "reselect"),
-         "--session-db", str(db), cwd=work)
+    _cli(
+        tree,
+        "reselect",
+        run_id,
+        "--images_per_group",
+        "4",
+        "--out",
+        str(work / "reselect"),
+        "--session-db",
+        str(db),
+        cwd=work,
+    )
     cmp_json = _cli(
-        tree, "compare", str(video), "--codecs", "h264,vp9", "--max-frames", "24", "--max-side", "320",
-        "--session-db", str(db), "--json", cwd=work,
+        tree,
+        "compare",
+        str(video),
+        "--codecs",
+        "h264,vp9",
+        "--max-frames",
+        "24",
+        "--max-side",
+        "320",
+        "--session-db",
+        str(db),
+        "--json",
+        cwd=work,
     )
     (work / "compare.json").write_text(cmp_json)
     _cli(tree, "luma-bias", "fast-reader", str(video), "--json", str(work / "luma_fast.json"), cwd=work)
     # A pair analysis of the video against itself still runs every metric and the store.
-    _cli(tree, "luma-bias", "--reference", str(video), "--test", str(video),
-         "--json", str(work / "luma_pair.json"), "--session-db", str(db), cwd=work)
+    _cli(
+        tree,
+        "luma-bias",
+        "--reference",
+        str(video),
+        "--test",
+        str(video),
+        "--json",
+        str(work / "luma_pair.json"),
+        "--session-db",
+        str(db),
+        cwd=work,
+    )
     (work / "export").mkdir()
     _cli(
-        tree, "export", run_id, "--out", str(work / "export" / "clip.mp4"), "--frames", "0:40",
-        "--layers", "heatmap,kept,lost,grid,anchor,bad", "--tables", "--yuview",
-        "--plots", "timeline,readiness", "--plot-format", "html", "--session-db", str(db), cwd=work,
+        tree,
+        "export",
+        run_id,
+        "--out",
+        str(work / "export" / "clip.mp4"),
+        "--frames",
+        "0:40",
+        "--layers",
+        "heatmap,kept,lost,grid,anchor,bad",
+        "--tables",
+        "--yuview",
+        "--plots",
+        "timeline,readiness",
+        "--plot-format",
+        "html",
+        "--session-db",
+        str(db),
+        cwd=work,
     )
     digests.update(_tree_digests(work))
     digests.update(_db_digests(db))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.compare import CompareConfig, Comparison, compare
+from backend.compare import CodecComparison, CompareConfig, compare
 from backend.pipeline import SelectionOptions
 from backend.store import SessionStore
 
@@ -14,7 +14,7 @@ SMALL_CONFIG = CompareConfig(max_frames=24, max_side=320, gop=12)
 SMALL_OPTIONS = SelectionOptions(frame_sampling_mode="all_frames")
 
 
-def make_comparison(db: Path, source: Path, *, config: CompareConfig = SMALL_CONFIG) -> Comparison:
+def make_comparison(db: Path, source: Path, *, config: CompareConfig = SMALL_CONFIG) -> CodecComparison:
     """Encode, select, measure and store a comparison of ``source`` in the DuckDB file ``db``."""
     with SessionStore(db) as store:
         return compare(source, store, config=config, options=SMALL_OPTIONS, out_dir=db.parent / "encodes")

@@ -18,8 +18,8 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# CI checks the project out next to shared/, as on the development machine.
-SHARED_VIDEOS = REPO_ROOT.parent / "shared" / "videos"
+# The real clips live in the repository, so a bare clone runs every test.
+REAL_CLIPS = REPO_ROOT / "tests" / "data"
 
 
 # The platforms pyproject.toml installs codec-video-prep on. There a broken install must fail
@@ -80,11 +80,9 @@ def vp9_clip(clips_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_videos() -> Path:
-    """The real clips in ../shared/videos (see its README for provenance)."""
-    if not SHARED_VIDEOS.is_dir():
-        pytest.skip(f"shared videos not found at {SHARED_VIDEOS}")
-    return SHARED_VIDEOS
+def real_clips() -> Path:
+    """The folder of real clips, ``tests/data`` (see its README for provenance)."""
+    return REAL_CLIPS
 
 
 @pytest.fixture(scope="session")

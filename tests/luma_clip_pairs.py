@@ -15,7 +15,7 @@ from clips import encode_clip
 
 from native import gateway
 
-# Written out from the spec, independently of backend.luma_geometry.
+# Written out from the spec, independently of backend.luma.geometry.
 STEADY_OFFSETS = {2: 0.3, 3: 0.54, 4: 1.0, 5: -0.63, 6: 0.2}
 HEAD_OFFSET = -1.5
 """Offset of every frame of latents 0..5 (frames 0..17)."""

@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import plotly.graph_objects as go
 
-from backend.output import canvas_name
+from backend.cvp_format import canvas_name
 from backend.pipeline import RunResult
 
 # Token column positions (see backend.records.TOKEN_COLUMNS).

@@ -45,7 +45,7 @@ class Setup:
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     from app.workspace import Workspace
     from backend.pipeline import SelectionOptions
-    from backend.sessions import select_and_store
+    from backend.runs import select_and_store
 
     root = tmp_path_factory.mktemp("canvas_app")
     inputs = root / "inputs"

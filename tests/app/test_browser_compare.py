@@ -16,13 +16,13 @@ pytestmark = [*BROWSER_MARKS, pytest.mark.needs_cvp]
 
 
 @pytest.fixture(scope="module")
-def app_url(shared_videos, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def app_url(real_clips, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from app.workspace import Workspace
 
     work = tmp_path_factory.mktemp("compare_app")
     db = work / "sessions.duckdb"
-    make_comparison(db, shared_videos / "real_h264_flower_timelapse.mp4")
-    ws = Workspace(store_path=db, input_roots=(shared_videos,), output_root=work / "out")
+    make_comparison(db, real_clips / "real_h264_flower_timelapse.mp4")
+    ws = Workspace(store_path=db, input_roots=(real_clips,), output_root=work / "out")
     try:
         # The real app, its key handler included; no run is open in the inspector.
         with served_app(ws, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:

@@ -18,7 +18,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, h264_clip: Path) -> Iter
     """A workspace with one stored run of the small H.264 test clip."""
     from app.workspace import Workspace
     from backend.pipeline import SelectionOptions
-    from backend.sessions import select_and_store
+    from backend.runs import select_and_store
 
     root = tmp_path_factory.mktemp("export_app")
     ws = Workspace(store_path=root / "s.duckdb", input_roots=(h264_clip.parent,), output_root=root / "work")

@@ -152,9 +152,7 @@ def test_reopen_fit_and_apply(page, workspace) -> None:
 
 
 def test_refresh_lists_picks_up_analyses_stored_elsewhere(page, workspace) -> None:
-    from backend.luma import analyze_videos
-    from backend.luma_geometry import GopGeometry
-    from backend.luma_store import store_analysis
+    from backend.luma import GopGeometry, analyze_videos, store_analysis
 
     clips = workspace.input_roots[0]
     analysis = analyze_videos(clips / "b.test.mp4", clips / "b.reference.mp4", geometry=GopGeometry())

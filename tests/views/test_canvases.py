@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import REPO_ROOT, requires_cvp
 
-from backend.output import write_output
+from backend.cvp_format import write_output
 from backend.pipeline import RunResult, SelectionOptions, run
 from views import canvases
 

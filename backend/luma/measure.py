@@ -1,0 +1,1060 @@
+"""Per-frame luma bias of a decoder output against one or two references (spec: luma-bias.md)."""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from backend.config import param, validate_fields
+from backend.errors import CodecLensError, DecodeError, InputError
+from backend.luma.geometry import GopGeometry, LumaGeometry, SlotLayout
+from backend.records import _check, _ShapeRepr
+from backend.stages.probe import ProbeConfig, check_input_file, probe
+from native.compiled import COMPILED_KERNEL
+from native.errors import FFmpegError
+from native.luma_frames import Yuv420Frame, iter_luma_frames, measure_yuv420_pair
+
+LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
+"""BT.601 full-range luma of 8-bit RGB, Y = 0.299 R + 0.587 G + 0.114 B."""
+_W = np.asarray(LUMA_WEIGHTS, dtype=np.float64)
+# 1000·Y = 299 R + 587 G + 114 B is an integer below 2**24, so float32 holds every luma
+# difference exactly and the squared sum (in float64) is exact: no weight rounding.
+_W1000_ROW = np.asarray([[299.0, 587.0, 114.0]], dtype=np.float32)
+# Rows per slice of the float luma difference: at 1344 px wide a slice's float copy (258 KB) stays
+# in the CPU cache between the conversion, the transform and the norm, and its squared sum stays
+# below 2**53 (exact) for frames up to ~6000 px wide.
+_SLICE_ROWS = 16
+JSON_VERSION = 1
+MEASURE_WORKERS = 2
+"""Threads converting and measuring frame pairs while the decoders run (see docs/luma-bias.md, Speed)."""
+PREFETCH_FRAMES = 4
+"""Decoded frames each input may hold ahead of the measuring threads."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureConfig:
+    """How test and reference frames are paired and cut into cells."""
+
+    offset: int = param(
+        0,
+        label="Offset",
+        help="test frame t is paired with reference frame t + offset",
+        min=-1_000_000,
+        max=1_000_000,
+    )
+    truncate: bool = param(
+        False, label="Truncate", help="compare the first min(test, reference) pairs when the counts differ"
+    )
+    cell: int = param(
+        64, label="Cell", help="side of the square cells of the gain analysis and fit", min=4, max=4096
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+
+@dataclass(frozen=True, repr=False)
+class FrameLuma(_ShapeRepr):
+    """Per-frame measurements of one (test, reference) pairing; everything later derives from it."""
+
+    test_name: str
+    reference_name: str
+    reference_label: str
+    """``reference`` or ``official`` (the second reference)."""
+    height: int
+    width: int
+    cell: int
+    offset: int
+    truncated: bool
+    frame_index: np.ndarray
+    """(n,) int64, test frame index (decoded presentation order), consecutive."""
+    reference_index: np.ndarray
+    """(n,) int64, reference frame index = frame_index + offset."""
+    test_mean_rgb: np.ndarray
+    """(n, 3) float64, mean R, G, B of the test frame (levels)."""
+    reference_mean_rgb: np.ndarray
+    """(n, 3) float64, mean R, G, B of the reference frame."""
+    y_mse: np.ndarray
+    """(n,) float64, mean squared difference of Y = 0.299 R + 0.587 G + 0.114 B."""
+    test_cells: np.ndarray
+    """(n, ch, cw, 3) float32, per-channel means of the test frame's full cell × cell cells."""
+    diff_cells: np.ndarray
+    """(n, ch, cw, 3) float32, test minus reference cell means (exact: sums / cell²)."""
+
+    def __post_init__(self) -> None:
+        n = self.frame_index.shape[0]
+        _check(self.frame_index.shape == (n,), f"{self.frame_index.shape = } must be 1-D")
+        _check(self.reference_index.shape == (n,), f"{self.reference_index.shape = }, {n = }")
+        _check(self.test_mean_rgb.shape == (n, 3), f"{self.test_mean_rgb.shape = }, {n = }")
+        _check(self.reference_mean_rgb.shape == (n, 3), f"{self.reference_mean_rgb.shape = }, {n = }")
+        _check(self.y_mse.shape == (n,), f"{self.y_mse.shape = }, {n = }")
+        grid = (n, self.height // self.cell, self.width // self.cell, 3)
+        _check(self.test_cells.shape == grid, f"{self.test_cells.shape = } != {grid}")
+        _check(self.diff_cells.shape == grid, f"{self.diff_cells.shape = } != {grid}")
+
+    def __len__(self) -> int:
+        return int(self.frame_index.shape[0])
+
+    @property
+    def channel_diff(self) -> np.ndarray:
+        """(n, 3) float64, per-channel mean difference test − reference."""
+        return self.test_mean_rgb - self.reference_mean_rgb
+
+    @property
+    def bias(self) -> np.ndarray:
+        """(n,) float64, meanY(test) − meanY(reference) in levels."""
+        return self.channel_diff @ _W
+
+    @property
+    def psnr_db(self) -> np.ndarray:
+        """(n,) float64, Y-PSNR in dB (inf for identical frames)."""
+        with np.errstate(divide="ignore"):
+            return 10.0 * np.log10(255.0**2 / self.y_mse)
+
+    def cell_luma(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cell luma of the test and its difference: two (n, ch, cw) float64 arrays (x, d)."""
+        return self.test_cells @ _W, self.diff_cells @ _W
+
+
+# --------------------------------------------------------------------------- per-frame kernel
+
+
+class _PairKernel:
+    """One pass over a test frame and its references: channel sums, cell sums and Y SSE.
+
+    The frame is walked in bands of ``cell`` rows so that each band of every input is read
+    from memory once and then worked on in the CPU cache; a :class:`Yuv420Frame` is converted
+    to RGB band by band into a scratch buffer, so its RGB never leaves the cache. Per band:
+    the test band widened to
+    int16 in a scratch buffer and its column sums; per reference, its band widened the same
+    way, the difference test − reference computed in place, the difference's column sums,
+    and the squared luma of the difference in float32 slices of ``_SLICE_ROWS`` rows.
+    Reference sums are test sums minus difference sums. Every numpy operation runs on one
+    dtype with a preallocated output: numpy's mixed-type loops (``subtract(uint8, uint8,
+    dtype=int16)``, uint8 → uint16 reductions) cast through small buffers and cost 2–4× more.
+    Scratch buffers are per thread, so one kernel serves several measuring threads.
+    """
+
+    def __init__(self, height: int, width: int, cell: int) -> None:
+        self.height, self.width, self.cell = height, width, cell
+        self.rows, self.cols = height // cell, width // cell
+        self.bands = -(-height // cell)
+        # Column sums over `cell` rows of values in [-255, 255] fit int16 up to 128 rows; an
+        # explicit dtype keeps numpy from widening the reduction to int64 (7× slower here).
+        self.acc = np.int16 if cell * 255 <= np.iinfo(np.int16).max else np.int32
+        # Cell sums as one small matrix product: each cell's c·3 interleaved column sums times a
+        # selection matrix that adds up every third value (numpy's strided sum is far slower).
+        self.select = np.tile(np.eye(3), (cell, 1))
+        self._scratch = threading.local()
+
+    def _buffers(self) -> Any:
+        s = self._scratch
+        if not hasattr(s, "test"):
+            w, rows = self.width, min(self.cell, self.height)
+            s.test = np.empty((rows, w * 3), np.int16)
+            s.diff = np.empty((rows, w * 3), np.int16)
+            s.part = np.empty((_SLICE_ROWS, w, 3), np.float32)
+            s.luma = np.empty((_SLICE_ROWS, w), np.float32)
+            s.test_rgb = np.empty((rows, w, 3), np.uint8)
+            s.ref_rgb = np.empty((rows, w, 3), np.uint8)
+            s.i420 = np.empty((rows * 3 // 2, w), np.uint8)
+        return s
+
+    def _rows(
+        self, frame: np.ndarray | Yuv420Frame, y0: int, y1: int, out: np.ndarray, i420: np.ndarray
+    ) -> np.ndarray:
+        """(y1 − y0, W·3) uint8 RGB rows of an array (a view) or a yuv420p frame (converted into ``out``)."""
+        if isinstance(frame, np.ndarray):
+            return frame[y0:y1].reshape(y1 - y0, self.width * 3)
+        return frame.rgb_rows(y0, y1, out=out, scratch=i420).reshape(y1 - y0, self.width * 3)
+
+    def _finish(self, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(3,) int64 channel sums and (rows, cols, 3) int64 cell sums from band column sums."""
+        c, w = self.cell, self.width
+        channels = columns.sum(axis=0, dtype=np.int64).reshape(w, 3).sum(axis=0)
+        full = columns[: self.rows, : self.cols * c * 3].astype(np.float64)
+        cells = full.reshape(self.rows * self.cols, c * 3) @ self.select
+        # Exact: every cell sum is an integer far below 2**53.
+        return channels, np.rint(cells).astype(np.int64).reshape(self.rows, self.cols, 3)
+
+    def _luma_sse(self, diff: np.ndarray, part: np.ndarray, luma: np.ndarray) -> float:
+        """Σ (1000·ΔY)² of an int16 (rows, W·3) difference band, exact in float64."""
+        w3 = self.width * 3
+        total = 0.0
+        for ys in range(0, diff.shape[0], _SLICE_ROWS):
+            rows = min(_SLICE_ROWS, diff.shape[0] - ys)
+            np.copyto(part[:rows].reshape(rows, w3), diff[ys : ys + rows])
+            cv2.transform(part[:rows], _W1000_ROW, dst=luma[:rows])
+            total += cv2.norm(luma[:rows], cv2.NORM_L2SQR)
+        return total
+
+    def __call__(
+        self, test: np.ndarray | Yuv420Frame, refs: Sequence[np.ndarray | Yuv420Frame]
+    ) -> tuple[tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray, float]]]:
+        """Test (channel sums, cell sums) and, per reference, (channel sums, cell sums, Y SSE)."""
+        if (
+            COMPILED_KERNEL
+            and self.cell % 2 == 0
+            and isinstance(test, Yuv420Frame)
+            and all(isinstance(r, Yuv420Frame) for r in refs)
+        ):
+            return self._compiled(test, refs)
+        if self.cell % 2:  # yuv420p bands must start on even rows: convert such frames whole
+            test = test.to_rgb() if isinstance(test, Yuv420Frame) else test
+            refs = [r.to_rgb() if isinstance(r, Yuv420Frame) else r for r in refs]
+        w3 = self.width * 3
+        s = self._buffers()
+        cols_t = np.empty((self.bands, w3), self.acc)
+        cols_d = [np.empty((self.bands, w3), self.acc) for _ in refs]
+        sse = [0.0] * len(refs)
+        for band in range(self.bands):
+            y0 = band * self.cell
+            y1 = min(self.height, y0 + self.cell)
+            t, d = s.test[: y1 - y0], s.diff[: y1 - y0]
+            np.copyto(t, self._rows(test, y0, y1, s.test_rgb, s.i420))
+            np.add.reduce(t, axis=0, dtype=self.acc, out=cols_t[band])
+            for i, ref in enumerate(refs):
+                np.copyto(d, self._rows(ref, y0, y1, s.ref_rgb, s.i420))
+                np.subtract(t, d, out=d)
+                np.add.reduce(d, axis=0, dtype=self.acc, out=cols_d[i][band])
+                sse[i] += self._luma_sse(d, s.part, s.luma)
+        t_chan, t_cells = self._finish(cols_t)
+        out = []
+        for cols, e in zip(cols_d, sse, strict=True):
+            d_chan, d_cells = self._finish(cols)
+            out.append((t_chan - d_chan, t_cells - d_cells, e / 1e6))
+        return (t_chan, t_cells), out
+
+    def _compiled(
+        self, test: Yuv420Frame, refs: Sequence[Yuv420Frame]
+    ) -> tuple[tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray, float]]]:
+        """The same figures from the C kernel (one pass per reference, no RGB in memory)."""
+        out = []
+        t_cells = np.zeros(0)
+        for ref in refs:
+            t_cells, d_cells, sse = measure_yuv420_pair(test, ref, self.cell)
+            r_cells = t_cells - d_cells
+            out.append((r_cells.sum(axis=(0, 1)), r_cells[: self.rows, : self.cols], sse / 1e6))
+        return (t_cells.sum(axis=(0, 1)), t_cells[: self.rows, : self.cols]), out
+
+
+def _check_frame(frame: Any, name: str, index: int) -> np.ndarray | Yuv420Frame:
+    if isinstance(frame, Yuv420Frame):
+        return frame
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+        shape = getattr(frame, "shape", None)
+        raise InputError(f"frame {index} is not (H, W, 3) uint8 RGB (got {shape})", path=name)
+    return frame
+
+
+def _size(frame: np.ndarray) -> str:
+    return f"{frame.shape[1]}x{frame.shape[0]}"
+
+
+def _count_rest(it: Iterator[Any]) -> int:
+    return sum(1 for _ in it)
+
+
+def _skip(it: Iterator[Any], count: int) -> int:
+    """Drop up to ``count`` items; return how many were dropped."""
+    dropped = 0
+    for _ in range(count):
+        if next(it, None) is None:
+            break
+        dropped += 1
+    return dropped
+
+
+def measure_frames(
+    test_frames: Iterable[np.ndarray],
+    reference_frames: Sequence[Iterable[np.ndarray]],
+    *,
+    config: MeasureConfig | None = None,
+    test_name: str = "test",
+    reference_names: Sequence[str] | None = None,
+    reference_labels: Sequence[str] | None = None,
+    workers: int = 1,
+) -> tuple[FrameLuma, ...]:
+    """Stream test frames against one or more references and measure every pair.
+
+    Frames are paired by decoded presentation index: test frame t with reference frame
+    t + offset. Only per-frame sums are kept, so memory does not grow with the clip.
+
+    Parameters
+    ----------
+    test_frames : iterable of (H, W, 3) uint8 RGB frames (or ``Yuv420Frame``, converted to
+        RGB band by band), the decoder output under study.
+    reference_frames : one iterable per reference, frames of the same size.
+    config : offset, truncation and cell size.
+    test_name, reference_names : names used in error messages (file paths for videos).
+    reference_labels : ``reference`` / ``official`` per reference (default: reference, official).
+    workers : threads measuring frames while the caller's thread keeps pulling new ones. With
+        one, that thread gets a fair share of the CPU next to the decoders' threads and
+        becomes the critical path; two let the measuring use whatever core the decoders leave.
+
+    Returns
+    -------
+    One FrameLuma per reference, all with the same n paired frames.
+
+    Raises
+    ------
+    InputError : frame counts differ (and ``truncate`` is off), frame sizes differ, no
+        pairs, or a frame is not (H, W, 3) uint8.
+    """
+    config = config or MeasureConfig()
+    m = len(reference_frames)
+    if m < 1:
+        raise ValueError("at least one reference is needed")
+    names = list(reference_names or [f"reference {i + 1}" for i in range(m)])
+    labels = list(reference_labels or ["reference", "official", *[f"reference {i + 1}" for i in range(2, m)]])
+    test_it = iter(test_frames)
+    ref_its = [iter(r) for r in reference_frames]
+    skipped_test = _skip(test_it, -config.offset) if config.offset < 0 else 0
+    skipped_ref = [_skip(it, config.offset) if config.offset > 0 else 0 for it in ref_its]
+    start = max(0, -config.offset)
+
+    kernel: _PairKernel | None = None
+    shapes: list[tuple[int, ...]] = []
+    results: list[Any] = []
+    pending: deque[Future[Any]] = deque()
+    n = 0
+    truncated = False
+    # Frames are measured in a small thread pool, in order, while this thread keeps pulling
+    # decoded frames, so the decoders never wait for the arithmetic (numpy and OpenCV release
+    # the GIL); at most 2 × workers frames are in flight.
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="luma-measure") as pool:
+        while True:
+            test = next(test_it, None)
+            refs = [next(it, None) for it in ref_its]
+            if test is None or any(r is None for r in refs):
+                if test is None and all(r is None for r in refs):
+                    break
+                if config.truncate:
+                    truncated = True
+                    break
+                _raise_count_mismatch(
+                    test, refs, test_it, ref_its, n, skipped_test, skipped_ref, config, test_name, names
+                )
+            test = _check_frame(test, test_name, start + n)
+            refs = [_check_frame(r, names[i], start + n + config.offset) for i, r in enumerate(refs)]
+            if kernel is None:
+                shapes = [test.shape, *[r.shape for r in refs]]
+                for i, r in enumerate(refs):
+                    if r.shape != test.shape:
+                        raise InputError(
+                            f"frame sizes differ: test {test_name} is {_size(test)} but reference "
+                            f"{names[i]} is {_size(r)}"
+                        )
+                kernel = _PairKernel(test.shape[0], test.shape[1], config.cell)
+            else:
+                for name, frame, first in zip([test_name, *names], [test, *refs], shapes, strict=True):
+                    if frame.shape != first:
+                        raise InputError(
+                            f"frame size changes from {first[1]}x{first[0]} to {_size(frame)} "
+                            f"at test frame {start + n}",
+                            path=name,
+                        )
+            pending.append(pool.submit(kernel, test, refs))
+            while len(pending) > 2 * max(1, workers):
+                results.append(pending.popleft().result())
+            n += 1
+        results.extend(f.result() for f in pending)
+    if n == 0:
+        raise InputError(
+            f"no frame pairs: test {test_name} and reference {names[0]} share no frames "
+            f"at offset {config.offset}"
+        )
+    assert kernel is not None
+    pixels = float(kernel.height * kernel.width)
+    cell_area = float(config.cell * config.cell)
+    t_chan = np.stack([r[0][0] for r in results])
+    t_cells = np.stack([r[0][1] for r in results])
+    frame_index = np.arange(start, start + n, dtype=np.int64)
+    out = []
+    for i in range(m):
+        r_chan = np.stack([r[1][i][0] for r in results])
+        r_cells = np.stack([r[1][i][1] for r in results])
+        out.append(
+            FrameLuma(
+                test_name=test_name,
+                reference_name=names[i],
+                reference_label=labels[i],
+                height=kernel.height,
+                width=kernel.width,
+                cell=config.cell,
+                offset=config.offset,
+                truncated=truncated,
+                frame_index=frame_index,
+                reference_index=frame_index + config.offset,
+                test_mean_rgb=t_chan / pixels,
+                reference_mean_rgb=r_chan / pixels,
+                y_mse=np.asarray([r[1][i][2] for r in results], dtype=np.float64) / pixels,
+                test_cells=(t_cells / cell_area).astype(np.float32),
+                diff_cells=((t_cells - r_cells) / cell_area).astype(np.float32),
+            )
+        )
+    return tuple(out)
+
+
+def _raise_count_mismatch(
+    test: Any,
+    refs: list[Any],
+    test_it: Iterator[Any],
+    ref_its: list[Iterator[Any]],
+    paired: int,
+    skipped_test: int,
+    skipped_ref: list[int],
+    config: MeasureConfig,
+    test_name: str,
+    names: list[str],
+) -> None:
+    """Count what is left of every input and raise an error naming both files."""
+    test_total = skipped_test + paired + (0 if test is None else 1 + _count_rest(test_it))
+    ref_totals = [
+        skipped_ref[i] + paired + (0 if r is None else 1 + _count_rest(ref_its[i]))
+        for i, r in enumerate(refs)
+    ]
+    if test_total == 0:
+        raise InputError("the test video yields no frames", path=test_name)
+    for i, total in enumerate(ref_totals):
+        if total == 0:
+            raise InputError("the reference video yields no frames", path=names[i])
+    avail_test = test_total - skipped_test
+    i = next(i for i, total in enumerate(ref_totals) if total - skipped_ref[i] != avail_test)
+    pairs = min(avail_test, *[t - s for t, s in zip(ref_totals, skipped_ref, strict=True)])
+    shift = (
+        "" if config.offset == 0 else f" at offset {config.offset} (test t ↔ reference t{config.offset:+d})"
+    )
+    raise InputError(
+        f"frame counts differ: test {test_name} has {test_total} frames but reference {names[i]} has "
+        f"{ref_totals[i]}{shift}; pass truncate (--truncate) to compare the first {max(pairs, 0)} pairs"
+    )
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _p95(values: np.ndarray) -> float:
+    return float(np.percentile(values, 95)) if values.size else math.nan
+
+
+def luma_jumps(bias: np.ndarray, layout: SlotLayout, *, steady_only: bool = False) -> np.ndarray:
+    """|bias(t) − bias(t−1)| over token-boundary frames t ≥ 2 (steady-state t only if asked).
+
+    Parameters
+    ----------
+    bias : (n,) float, per-frame bias aligned with ``layout.frame_index`` (consecutive).
+    layout : slot assignment of the same frames.
+
+    Returns
+    -------
+    (j,) float64 jumps, in frame order.
+    """
+    t = layout.frame_index
+    keep = layout.is_boundary & (t >= 2)
+    if keep.size:
+        keep[0] = False  # bias(t − 1) is not measured for the first paired frame
+    if steady_only:
+        keep &= layout.is_steady
+    idx = np.flatnonzero(keep)
+    return np.abs(bias[idx] - bias[idx - 1])
+
+
+@dataclass(frozen=True, repr=False)
+class SlotTable(_ShapeRepr):
+    """Mean and spread of the bias by slot (steady state), or by (slot, position)."""
+
+    slot: np.ndarray
+    """(m,) int64."""
+    position: np.ndarray
+    """(m,) int64, −1 in the by-slot table."""
+    count: np.ndarray
+    """(m,) int64, frames."""
+    mean: np.ndarray
+    """(m,) float64, mean bias (levels)."""
+    std: np.ndarray
+    """(m,) float64, population standard deviation of the bias."""
+
+    def __post_init__(self) -> None:
+        m = self.slot.shape
+        for name in ("position", "count", "mean", "std"):
+            _check(getattr(self, name).shape == m, f"{name}: {getattr(self, name).shape} != {m}")
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for i in range(self.slot.shape[0]):
+            row: dict[str, Any] = {"slot": int(self.slot[i])}
+            if self.position[i] >= 0:
+                row["position"] = int(self.position[i])
+            row |= {"count": int(self.count[i]), "mean": _num(self.mean[i]), "std": _num(self.std[i])}
+            out.append(row)
+        return out
+
+
+def slot_table(bias: np.ndarray, layout: SlotLayout, *, by_position: bool = False) -> SlotTable:
+    """Per-slot (or per slot and position) mean and spread of the steady-state bias.
+
+    Parameters
+    ----------
+    bias : (n,) float, per-frame bias aligned with ``layout``.
+    layout : slot assignment of the same n frames.
+    by_position : key rows by (slot, position inside the latent) instead of slot.
+
+    Returns
+    -------
+    SlotTable with one row per key present in steady state, sorted by key.
+    """
+    keep = layout.is_steady
+    slots = layout.slot[keep]
+    pos = layout.position[keep] if by_position else np.full(slots.shape, -1, np.int64)
+    values = bias[keep]
+    keys = np.unique(np.stack([slots, pos], axis=1), axis=0) if slots.size else np.zeros((0, 2), np.int64)
+    count, mean, std = [], [], []
+    for s, p in keys:
+        v = values[(slots == s) & (pos == p)]
+        count.append(v.size)
+        mean.append(v.mean())
+        std.append(v.std())
+    return SlotTable(
+        slot=keys[:, 0].astype(np.int64),
+        position=keys[:, 1].astype(np.int64),
+        count=np.asarray(count, np.int64),
+        mean=np.asarray(mean, np.float64),
+        std=np.asarray(std, np.float64),
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class StackedChunks(_ShapeRepr):
+    """Bias by in-chunk position r for every chunk from ``layout.stack_from_chunk`` on."""
+
+    chunk: np.ndarray
+    """(q,) int64, chunk indices."""
+    bias: np.ndarray
+    """(q, F) float64, NaN where a chunk has no frame at r (F = chunk length)."""
+    slot: np.ndarray
+    """(q, F) int64, slot of each cell, −1 where missing."""
+    slot_by_position: np.ndarray
+    """(F,) int64, the slot most chunks have at r (the label of position r); −1 if none."""
+
+    def __post_init__(self) -> None:
+        q = self.chunk.shape[0]
+        _check(self.bias.ndim == 2 and self.bias.shape[0] == q, f"{self.bias.shape = }, {q = }")
+        _check(self.slot.shape == self.bias.shape, f"{self.slot.shape = } != {self.bias.shape = }")
+        _check(self.slot_by_position.shape == (self.bias.shape[1],), f"{self.slot_by_position.shape = }")
+
+
+def stacked_chunks(bias: np.ndarray, layout: SlotLayout) -> StackedChunks:
+    """The stacked chunk view: one row per chunk, one column per in-chunk position.
+
+    Parameters
+    ----------
+    bias : (n,) float, per-frame bias aligned with ``layout``.
+    layout : slot assignment; chunks before ``layout.stack_from_chunk`` are left out.
+
+    Returns
+    -------
+    StackedChunks with bias and slot arrays of shape (q, chunk_length).
+    """
+    keep = layout.chunk >= layout.stack_from_chunk
+    chunks = np.unique(layout.chunk[keep])
+    f = int(layout.chunk_length)
+    out = np.full((chunks.size, f), np.nan)
+    slots = np.full((chunks.size, f), -1, np.int64)
+    row = np.searchsorted(chunks, layout.chunk[keep])
+    col = np.minimum(layout.in_chunk[keep], f - 1)
+    out[row, col] = bias[keep]
+    slots[row, col] = layout.slot[keep]
+    label = np.full(f, -1, np.int64)
+    for r in range(f):
+        present = slots[:, r][slots[:, r] >= 0]
+        if present.size:
+            values, counts = np.unique(present, return_counts=True)
+            label[r] = values[np.argmax(counts)]
+    return StackedChunks(chunk=chunks.astype(np.int64), bias=out, slot=slots, slot_by_position=label)
+
+
+@dataclass(frozen=True, repr=False)
+class GainTable(_ShapeRepr):
+    """Per-slot least-squares fit d ≈ a + b·x over the luma of cell × cell cells (steady state)."""
+
+    slot: np.ndarray
+    """(m,) int64."""
+    a: np.ndarray
+    """(m,) float64, offset (levels)."""
+    b: np.ndarray
+    """(m,) float64, gain error (b ≈ 0: a constant offset)."""
+    cells: np.ndarray
+    """(m,) int64, cells fitted."""
+    rms_residual: np.ndarray
+    """(m,) float64, RMS of d − (a + b·x)."""
+
+    def __post_init__(self) -> None:
+        m = self.slot.shape
+        for name in ("a", "b", "cells", "rms_residual"):
+            _check(getattr(self, name).shape == m, f"{name}: {getattr(self, name).shape} != {m}")
+
+
+def fit_line(x: np.ndarray, d: np.ndarray) -> tuple[float, float]:
+    """Least-squares (a, b) of d ≈ a + b·x; b = 0 when x does not vary.
+
+    Parameters
+    ----------
+    x, d : (m,) float arrays of the same length (m = 0 gives (0, 0)).
+    """
+    if x.size == 0:
+        return 0.0, 0.0
+    xm = float(x.mean())
+    dx = x - xm
+    sxx = float(dx @ dx)
+    if sxx <= 1e-9 * max(1, x.size):
+        return float(d.mean()), 0.0
+    b = float(dx @ (d - d.mean())) / sxx
+    return float(d.mean()) - b * xm, b
+
+
+def gain_table(frames: FrameLuma, layout: SlotLayout) -> GainTable:
+    """Per-slot gain analysis of cell luma: test mean x against the difference d.
+
+    Parameters
+    ----------
+    frames : measurements with (n, ch, cw, 3) cell arrays.
+    layout : slot assignment of the same n frames (steady-state frames are used).
+
+    Returns
+    -------
+    GainTable with one row per steady-state slot: d ≈ a + b·x over all its cells.
+    """
+    x_all, d_all = frames.cell_luma()
+    keep = layout.is_steady
+    slots = np.unique(layout.slot[keep])
+    a, b, cells, rms = [], [], [], []
+    for s in slots:
+        sel = keep & (layout.slot == s)
+        x = x_all[sel].reshape(-1)
+        d = d_all[sel].reshape(-1)
+        ai, bi = fit_line(x, d)
+        a.append(ai)
+        b.append(bi)
+        cells.append(x.size)
+        rms.append(float(np.sqrt(np.mean((d - ai - bi * x) ** 2))) if x.size else math.nan)
+    return GainTable(
+        slot=slots.astype(np.int64),
+        a=np.asarray(a, np.float64),
+        b=np.asarray(b, np.float64),
+        cells=np.asarray(cells, np.int64),
+        rms_residual=np.asarray(rms, np.float64),
+    )
+
+
+def _num(value: Any, digits: int = 6) -> float | None:
+    """JSON-safe float: NaN and ±inf become null."""
+    v = float(value)
+    return round(v, digits) if math.isfinite(v) else None
+
+
+def _nums(values: np.ndarray, digits: int = 6) -> list[Any]:
+    return [_num(v, digits) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+
+
+@dataclass(frozen=True, repr=False)
+class LumaReport(_ShapeRepr):
+    """Every figure of the spec for one (test, reference) pairing."""
+
+    frames: FrameLuma
+    layout: SlotLayout
+    p95_all: float
+    """Luma-jump p95 over token-boundary frames t ≥ 2 (NaN if there are none)."""
+    p95_steady: float
+    """The same over steady-state boundary frames."""
+    jump_0_1: float
+    """bias(1) − bias(0), signed; NaN when frame 0 or 1 is not paired."""
+    slots: SlotTable
+    slot_positions: SlotTable
+    stacked: StackedChunks
+    gain: GainTable
+
+    def __post_init__(self) -> None:
+        _check(
+            np.array_equal(self.frames.frame_index, self.layout.frame_index),
+            "frames and layout cover different frame indices",
+        )
+
+    @property
+    def bias(self) -> np.ndarray:
+        """(n,) float64, per-frame bias (levels)."""
+        return self.frames.bias
+
+    def summary(self) -> dict[str, Any]:
+        """Scalar figures, JSON-safe."""
+        bias = self.frames.bias
+        steady = self.layout.is_steady
+        with np.errstate(divide="ignore"):
+            psnr = 10.0 * np.log10(255.0**2 / np.float64(self.frames.y_mse.mean()))
+        return {
+            "frames": len(self.frames),
+            "p95_all": _num(self.p95_all),
+            "p95_steady": _num(self.p95_steady),
+            "jump_0_1": _num(self.jump_0_1),
+            "mean_bias": _num(bias.mean()),
+            "mean_abs_bias": _num(np.abs(bias).mean()),
+            "steady_mean_bias": _num(bias[steady].mean()) if steady.any() else None,
+            "y_psnr_db": _num(psnr),
+            "min_y_psnr_db": _num(self.frames.psnr_db.min()),
+            "channel_mean_diff": _nums(self.frames.channel_diff.mean(axis=0)),
+        }
+
+    def to_json(self, *, per_frame: bool = True) -> dict[str, Any]:
+        """A JSON-ready dict: names, summary, per-slot tables, stacked view, gain and per-frame series."""
+        f = self.frames
+        out: dict[str, Any] = {
+            "label": f.reference_label,
+            "reference": f.reference_name,
+            "test": f.test_name,
+            "width": f.width,
+            "height": f.height,
+            "offset": f.offset,
+            "truncated": f.truncated,
+            "summary": self.summary(),
+            "slots": self.slots.rows(),
+            "slot_positions": self.slot_positions.rows(),
+            "stacked": {
+                "chunks": [int(c) for c in self.stacked.chunk],
+                "slot_by_position": [int(s) for s in self.stacked.slot_by_position],
+                "bias": [_nums(row) for row in self.stacked.bias],
+            },
+            "gain": [
+                {
+                    "slot": int(self.gain.slot[i]),
+                    "a": _num(self.gain.a[i]),
+                    "b": _num(self.gain.b[i]),
+                    "cells": int(self.gain.cells[i]),
+                    "rms_residual": _num(self.gain.rms_residual[i]),
+                }
+                for i in range(self.gain.slot.shape[0])
+            ],
+        }
+        if per_frame:
+            out["per_frame"] = {
+                "frame_index": [int(t) for t in f.frame_index],
+                "bias": _nums(f.bias),
+                "y_psnr_db": _nums(f.psnr_db, 4),
+                "channel_diff": [_nums(row) for row in f.channel_diff],
+                "slot": [int(s) for s in self.layout.slot],
+                "position": [int(p) for p in self.layout.position],
+                "is_boundary": [bool(b) for b in self.layout.is_boundary],
+                "is_steady": [bool(b) for b in self.layout.is_steady],
+            }
+        return out
+
+
+def summarize(frames: FrameLuma, layout: SlotLayout) -> LumaReport:
+    """All spec figures of one pairing from its per-frame measurements and slot layout.
+
+    Parameters
+    ----------
+    frames : per-frame measurements (n frames).
+    layout : ``geometry.assign(frames.frame_index)``; another geometry needs no new decode.
+
+    Returns
+    -------
+    LumaReport with p95 (all, steady), the 0→1 jump, slot tables, stacked view and gains.
+    """
+    bias = frames.bias
+    t = frames.frame_index
+    has01 = len(frames) >= 2 and t[0] == 0
+    return LumaReport(
+        frames=frames,
+        layout=layout,
+        p95_all=_p95(luma_jumps(bias, layout)),
+        p95_steady=_p95(luma_jumps(bias, layout, steady_only=True)),
+        jump_0_1=float(bias[1] - bias[0]) if has01 else math.nan,
+        slots=slot_table(bias, layout),
+        slot_positions=slot_table(bias, layout, by_position=True),
+        stacked=stacked_chunks(bias, layout),
+        gain=gain_table(frames, layout),
+    )
+
+
+@dataclass(frozen=True, repr=False)
+class LumaAnalysis(_ShapeRepr):
+    """A test output analysed against one or two references with one geometry."""
+
+    test_name: str
+    geometry: dict[str, Any]
+    """``to_dict()`` of the geometry (name and parameters)."""
+    keyframes: tuple[int, ...]
+    """Keyframes of the test video used by the GOP model (empty when unused)."""
+    reports: tuple[LumaReport, ...]
+    """One per reference, ``reference`` first, then ``official``."""
+
+    def __post_init__(self) -> None:
+        _check(len(self.reports) >= 1, "an analysis needs at least one report")
+
+    @property
+    def report(self) -> LumaReport:
+        """The report against the first reference."""
+        return self.reports[0]
+
+    def to_json(self, *, per_frame: bool = True) -> dict[str, Any]:
+        """JSON-ready dict with the per-frame bias, per-slot means, p95 (all, steady) and 0→1 jump."""
+        return {
+            "kind": "codec-lens/luma-bias",
+            "version": JSON_VERSION,
+            "test": self.test_name,
+            "geometry": self.geometry,
+            "keyframes": list(self.keyframes),
+            "references": [r.to_json(per_frame=per_frame) for r in self.reports],
+        }
+
+
+def analyze_frames(
+    test_frames: Iterable[np.ndarray],
+    reference_frames: Iterable[np.ndarray] | Sequence[Iterable[np.ndarray]],
+    *,
+    geometry: LumaGeometry,
+    keyframes: Sequence[int] | None = None,
+    config: MeasureConfig | None = None,
+    test_name: str = "test",
+    reference_names: Sequence[str] | None = None,
+) -> LumaAnalysis:
+    """Measure and summarise in-memory or streamed frames.
+
+    Parameters
+    ----------
+    test_frames : iterable of (H, W, 3) uint8 RGB frames.
+    reference_frames : an iterable of frames, or a list of such iterables (reference, official).
+    geometry : LatentWindowGeometry or GopGeometry.
+    keyframes : test keyframes for the GOP model with ``every`` = 0.
+
+    Returns
+    -------
+    LumaAnalysis with one report per reference.
+    """
+    refs = _as_reference_list(reference_frames)
+    measured = measure_frames(
+        test_frames, refs, config=config, test_name=test_name, reference_names=reference_names
+    )
+    keys = tuple(int(k) for k in keyframes) if keyframes is not None else ()
+    return _analysis(measured, geometry, keys, test_name)
+
+
+def _as_reference_list(
+    reference_frames: Iterable[np.ndarray] | Sequence[Iterable[np.ndarray]],
+) -> list[Iterable[np.ndarray]]:
+    if isinstance(reference_frames, (list, tuple)) and reference_frames:
+        first = reference_frames[0]
+        if not isinstance(first, np.ndarray):
+            return list(reference_frames)
+    return [reference_frames]  # type: ignore[list-item]
+
+
+def _analysis(
+    measured: Sequence[FrameLuma], geometry: LumaGeometry, keyframes: tuple[int, ...], test_name: str
+) -> LumaAnalysis:
+    layout = geometry.assign(measured[0].frame_index, keyframes=keyframes if keyframes else None)
+    uses_keys = isinstance(geometry, GopGeometry) and geometry.every == 0
+    return LumaAnalysis(
+        test_name=test_name,
+        geometry=geometry.to_dict(),
+        keyframes=keyframes if uses_keys else (),
+        reports=tuple(summarize(m, layout) for m in measured),
+    )
+
+
+# --------------------------------------------------------------------------- videos
+
+
+class Prefetch(Iterator[np.ndarray]):
+    """Run an iterator (a decoder) in a background thread, ``depth`` items ahead.
+
+    PyAV and OpenCV release the GIL, so the decoders of test and reference overlap with
+    each other and with the per-frame arithmetic. Exceptions re-raise in the consumer;
+    :meth:`close` stops the thread and closes the source iterator, whether or not anything
+    was consumed.
+    """
+
+    _DONE = object()
+
+    def __init__(self, frames: Iterable[np.ndarray], *, depth: int = 4) -> None:
+        self._items: queue.Queue[Any] = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._finished = False
+        self._worker = threading.Thread(target=self._work, args=(frames,), name="luma-prefetch", daemon=True)
+        self._worker.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._items.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _work(self, frames: Iterable[np.ndarray]) -> None:
+        source = iter(frames)
+        try:
+            for item in source:
+                if not self._put(item):
+                    return
+            self._put(self._DONE)
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            self._put(_Failure(exc))
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+
+    def __next__(self) -> np.ndarray:
+        if self._finished:
+            raise StopIteration
+        item = self._items.get()
+        if item is self._DONE:
+            self._finished = True
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self._finished = True
+            raise item.exc
+        return item
+
+    def close(self) -> None:
+        """Stop the worker and wait for it (it closes the source)."""
+        self._finished = True
+        self._stop.set()
+        while True:  # unblock a producer waiting on a full queue
+            try:
+                self._items.get_nowait()
+            except queue.Empty:
+                break
+        self._worker.join(timeout=10)
+
+    def __enter__(self) -> Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class _Failure:
+    exc: BaseException
+
+
+def video_keyframes(path: str | Path) -> tuple[int, ...]:
+    """Presentation-order keyframe indices of a video (packet keyframe flags sorted by pts)."""
+    return probe(path, config=ProbeConfig()).keyframe_indices
+
+
+def _decoded(path: str | Path, reader: Callable[[str | Path], Iterable[np.ndarray]]) -> Iterator[np.ndarray]:
+    """Frames of ``reader(path)``, with decoder failures turned into DecodeError naming the file."""
+    index = 0
+    try:
+        for frame in reader(path):
+            yield frame
+            index += 1
+    except CodecLensError:
+        raise
+    except FFmpegError as exc:
+        raise DecodeError(f"decoding failed ({exc.strerror or exc})", path=path, frame_index=index) from exc
+    except (RuntimeError, OSError) as exc:  # e.g. cvp's reader refusing a stream
+        raise DecodeError(f"decoding failed ({exc})", path=path, frame_index=index) from exc
+
+
+def analyze_videos(
+    test: str | Path,
+    reference: str | Path,
+    *,
+    official: str | Path | None = None,
+    geometry: LumaGeometry,
+    config: MeasureConfig | None = None,
+    keyframes: Sequence[int] | None = None,
+    test_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None,
+    reference_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None,
+    workers: int = MEASURE_WORKERS,
+    prefetch: int = PREFETCH_FRAMES,
+) -> LumaAnalysis:
+    """Analyse a test video against a reference (and optionally an official decode).
+
+    Every input is decoded (a normal FFmpeg decode) in its own thread and streamed; RGB
+    conversion happens band by band in the measuring threads; per-frame sums are all that is
+    kept.
+
+    Parameters
+    ----------
+    test, reference, official : video files.
+    geometry : LatentWindowGeometry or GopGeometry (GOP keyframes come from the test video).
+    config : offset, truncation and cell size.
+    keyframes : override the test video's keyframes for the GOP model.
+    test_reader, reference_reader : frame sources (default ``iter_luma_frames``: the frames
+        of ``gateway.iter_rgb``, yuv420p ones converted band by band in the kernel); the
+        decoder pairs use cvp's fast reader here.
+    workers : threads converting and measuring frame pairs (``measure_frames``).
+    prefetch : frames each decoder thread may run ahead of the measuring.
+
+    Returns
+    -------
+    LumaAnalysis with a report against ``reference`` and, if given, ``official``.
+
+    Raises
+    ------
+    InputError : missing or unreadable files, different frame counts or sizes.
+    DecodeError : a decoder failed part-way.
+    """
+    paths = [test, reference] + ([official] if official is not None else [])
+    for p in paths:
+        check_input_file(p)
+    infos = [probe(p, config=ProbeConfig()) for p in paths]  # raises ProbeError naming the file
+    keys: tuple[int, ...] = ()
+    if isinstance(geometry, GopGeometry) and geometry.every == 0:
+        keys = tuple(int(k) for k in keyframes) if keyframes is not None else infos[0].keyframe_indices
+    test_src = _decoded(test, test_reader or iter_luma_frames)
+    ref_srcs = [_decoded(p, reference_reader or iter_luma_frames) for p in paths[1:]]
+    streams = [Prefetch(s, depth=prefetch) for s in (test_src, *ref_srcs)]
+    try:
+        measured = measure_frames(
+            streams[0],
+            streams[1:],
+            config=config,
+            test_name=str(test),
+            reference_names=[str(p) for p in paths[1:]],
+            workers=workers,
+        )
+    finally:
+        for s in streams:
+            s.close()
+    return _analysis(measured, geometry, keys, str(test))
+
+
+__all__ = [
+    "JSON_VERSION",
+    "LUMA_WEIGHTS",
+    "FrameLuma",
+    "GainTable",
+    "LumaAnalysis",
+    "LumaReport",
+    "MeasureConfig",
+    "Prefetch",
+    "SlotTable",
+    "StackedChunks",
+    "analyze_frames",
+    "analyze_videos",
+    "fit_line",
+    "gain_table",
+    "luma_jumps",
+    "measure_frames",
+    "slot_table",
+    "stacked_chunks",
+    "summarize",
+    "video_keyframes",
+]

@@ -1,0 +1,110 @@
+"""Geometry stage: the decoder output size and the processed patch grid."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from backend.config import PROFILES, Profile, param, validate_fields
+from backend.errors import UnsupportedVideoError
+from backend.records import Geometry, VideoInfo
+
+MIN_FRAME_SIDE = 16  # one macroblock; below this no codec grid covers a patch
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeometryConfig:
+    """Patch size and pixel budget (cvp option names)."""
+
+    patch: int = param(14, label="Patch", help="patch side in pixels", min=1, max=256, step=1)
+    block_size: int = param(2, label="Block size", help="patches per block side", min=1, max=16, step=1)
+    max_pixels: int = param(
+        153664, label="Max pixels", help="pixel budget of a processed frame", min=1, max=100_000_000
+    )
+    min_pixels: int = param(3136, label="Min pixels", help="smallest processed area", min=1, max=100_000_000)
+    profile: Profile = param(
+        "clean",
+        label="Profile",
+        help="parity resizes twice when rounding overshoots max_pixels (cvp quirk 13); "
+        "clean rounds down once instead",
+        choices=PROFILES,
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+
+def smart_resize(
+    height: int, width: int, *, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """Round (height, width) to multiples of ``factor`` within the pixel budget.
+
+    Examples
+    --------
+    >>> smart_resize(360, 640, factor=28, min_pixels=3136, max_pixels=153664)
+    (280, 504)
+    >>> smart_resize(300, 500, factor=28, min_pixels=3136, max_pixels=153664)
+    (308, 504)
+    """
+    if height <= 0 or width <= 0:
+        return 0, 0
+    if max(height, width) / max(1, min(height, width)) > 200:
+        raise ValueError(f"Extreme aspect ratio ({width}x{height})")
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if height * width > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = math.floor((height / beta) / factor) * factor
+        w_bar = math.floor((width / beta) / factor) * factor
+    elif height * width < min_pixels:
+        beta = math.sqrt(min_pixels / max(1, height * width))
+        h_bar = math.ceil((height * beta) / factor) * factor
+        w_bar = math.ceil((width * beta) / factor) * factor
+    return max(factor, h_bar), max(factor, w_bar)
+
+
+def resolve_geometry(info: VideoInfo, *, config: GeometryConfig) -> Geometry:
+    """Decoder output size and processed size for a video.
+
+    Parameters
+    ----------
+    info : probe result (width, height).
+    config : patch, block size and pixel budget.
+
+    Returns
+    -------
+    Geometry; ``processed_hw`` is a multiple of patch × block_size on both sides.
+
+    Raises
+    ------
+    UnsupportedVideoError : frames smaller than 16×16 or an extreme aspect ratio.
+    """
+    h0, w0 = info.height, info.width
+    if h0 < MIN_FRAME_SIDE or w0 < MIN_FRAME_SIDE:
+        raise UnsupportedVideoError(
+            f"frame size {w0}x{h0} is too small (minimum {MIN_FRAME_SIDE}x{MIN_FRAME_SIDE})",
+            path=info.path,
+            stage="geometry",
+        )
+    factor = config.patch * config.block_size
+    kwargs = {"factor": factor, "min_pixels": config.min_pixels, "max_pixels": config.max_pixels}
+    try:
+        prepared = smart_resize(h0, w0, **kwargs)
+        if config.profile == "parity":
+            processed = smart_resize(*prepared, **kwargs)
+        else:
+            if prepared[0] * prepared[1] > config.max_pixels and h0 * w0 <= config.max_pixels:
+                prepared = (
+                    max(factor, math.floor(h0 / factor) * factor),
+                    max(factor, math.floor(w0 / factor) * factor),
+                )
+            processed = prepared
+    except ValueError as exc:
+        raise UnsupportedVideoError(str(exc), path=info.path, stage="geometry") from exc
+    return Geometry(
+        orig_hw=(h0, w0),
+        prepared_hw=prepared,
+        processed_hw=processed,
+        patch=config.patch,
+        block_size=config.block_size,
+    )

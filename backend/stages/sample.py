@@ -1,0 +1,167 @@
+"""Sampling stage: which frames become candidates (uniform, fps, packet-size peaks)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from backend.config import PROFILES, Profile, param, validate_fields
+from backend.records import VideoInfo
+
+SAMPLING_MODES = (
+    "uniform_count",
+    "all_frames",
+    "fps",
+    "pkt_size_peak",
+    "fps_plus_pkt_size_peak",
+    "pkt_peak",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SampleConfig:
+    """Frame sampling parameters (cvp option names)."""
+
+    frame_sampling_mode: str = param(
+        "uniform_count",
+        label="Sampling mode",
+        help="uniform_count: N evenly spaced frames; fps: sample_fps per second; "
+        "pkt_size_peak: packet-size peaks; pkt_peak is an alias (cvp runs fps for it)",
+        choices=SAMPLING_MODES,
+    )
+    num_sampled_frames: int = param(
+        1024, label="Sampled frames", help="N for uniform_count", min=1, max=100000, step=1
+    )
+    sample_fps: float = param(
+        4.0, label="Sample fps", help="frames per second for fps mode", min=0.01, max=1000.0
+    )
+    pkt_peak_bin_secs: float = param(
+        0.5, label="Peak bin (s)", help="packet-energy bin width", min=0.01, max=60.0
+    )
+    pkt_peak_cap: int = param(128, label="Peak cap", help="maximum number of peaks", min=1, max=100000)
+    pkt_peak_per_sec: float = param(
+        1.0, label="Peaks per second", help="peaks per second of video", min=0.0, max=1000.0
+    )
+    pkt_peak_neighbor: int = param(
+        0, label="Peak neighbours", help="frames added each side of a peak", min=0, max=1000
+    )
+    pkt_peak_smooth_bins: int = param(
+        1, label="Peak smoothing", help="moving-mean half-width in bins", min=0, max=1000
+    )
+    profile: Profile = param(
+        "clean", label="Profile", help="parity treats pkt_peak as fps like cvp", choices=PROFILES
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+    @property
+    def effective_mode(self) -> str:
+        """The mode actually run (cvp's CLI silently runs fps for ``pkt_peak``)."""
+        if self.frame_sampling_mode == "pkt_peak":
+            return "fps" if self.profile == "parity" else "pkt_size_peak"
+        return self.frame_sampling_mode
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """Sampler output before keyframe handling."""
+
+    frame_indices: np.ndarray
+    """(m,) int32."""
+    debug: dict[str, Any]
+
+
+def linspace_int(start: int, stop: int, count: int) -> np.ndarray:
+    """numpy ``linspace(start, stop, count, dtype=int32)``: truncation, last = stop."""
+    return np.linspace(start, stop, count, dtype=np.int32)
+
+
+def _fps_ids(total: int, fps: float, sample_fps: float) -> np.ndarray:
+    fps_use = fps if fps > 0 else 30.0
+    rate = sample_fps if sample_fps > 0 else 4.0
+    count = max(1, math.ceil((max(1, total) / fps_use) * rate))
+    ids = [min(max(round((i / rate) * fps_use), 0), total - 1) for i in range(count)]
+    return np.asarray(ids, dtype=np.int32)
+
+
+def packet_peak_frame_indices(info: VideoInfo, config: SampleConfig) -> np.ndarray:
+    """Frames at the peaks of binned non-keyframe packet energy (log1p of size).
+
+    Returns
+    -------
+    (k,) int32 sorted unique frame indices; empty when the stream has no usable packets.
+    """
+    keep = (~info.packet_is_keyframe) & (info.packet_pts_secs >= 0) & (info.packet_size_bytes >= 0)
+    times = info.packet_pts_secs[keep]
+    if times.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    energy_per_packet = np.log1p(info.packet_size_bytes[keep].astype(np.float64))
+    bin_secs = config.pkt_peak_bin_secs
+    nbins = max(1, math.ceil((float(times.max()) + 1e-9) / bin_secs))
+    bins = np.minimum(nbins - 1, np.floor(times / bin_secs).astype(np.int64))
+    energy = np.zeros(nbins, dtype=np.float64)
+    np.add.at(energy, bins, energy_per_packet)
+    smooth = config.pkt_peak_smooth_bins
+    if smooth > 0 and nbins > 1:
+        energy = np.array(
+            [energy[max(0, i - smooth) : min(nbins, i + smooth + 1)].mean() for i in range(nbins)]
+        )
+    centres = (np.arange(nbins) + 0.5) * bin_secs
+    fps_use = info.fps if info.fps > 0 else 30.0
+    duration = info.total_frames / fps_use
+    k = max(1, round(duration * config.pkt_peak_per_sec))
+    k = min(config.pkt_peak_cap, k, nbins)
+    peaks = np.argsort(-energy)[:k]  # quicksort like cvp: tie order is numpy's
+    last = info.total_frames - 1
+    out: set[int] = set()
+    for b in peaks:
+        centre = min(max(round(float(centres[b]) * fps_use), 0), last)
+        for d in range(-config.pkt_peak_neighbor, config.pkt_peak_neighbor + 1):
+            out.add(min(max(centre + d, 0), last))
+    return np.asarray(sorted(out), dtype=np.int32)
+
+
+def sample(info: VideoInfo, *, config: SampleConfig) -> Sampled:
+    """Pick candidate frame indices.
+
+    Parameters
+    ----------
+    info : probe result (uses total_frames, fps and packets).
+    config : sampling mode and its parameters.
+
+    Returns
+    -------
+    Sampled with ``frame_indices`` (m,) int32 in sampler order; uniform_count keeps
+    repeats when N exceeds the frame count (as cvp does).
+
+    Examples
+    --------
+    >>> linspace_int(0, 239, 5).tolist()
+    [0, 59, 119, 179, 239]
+    """
+    total = info.total_frames
+    mode = config.effective_mode
+    debug: dict[str, Any] = {"frame_sampling_mode": config.frame_sampling_mode}
+    if mode == "uniform_count":
+        t1, n1 = max(1, total), max(1, config.num_sampled_frames)
+        ids = np.zeros(n1, dtype=np.int32) if t1 == 1 else np.clip(linspace_int(0, t1 - 1, n1), 0, t1 - 1)
+    elif mode == "all_frames":
+        ids = np.arange(max(1, total), dtype=np.int32)
+    elif mode == "fps":
+        ids = _fps_ids(total, info.fps, config.sample_fps)
+    else:
+        peaks = packet_peak_frame_indices(info, config)
+        if peaks.size == 0:
+            ids = _fps_ids(total, info.fps, config.sample_fps)
+            debug["fallback"] = "fps"
+        elif mode == "pkt_size_peak":
+            ids = peaks
+        else:
+            fps_ids = _fps_ids(total, info.fps, config.sample_fps)
+            ids = np.unique(np.concatenate([fps_ids, peaks])).astype(np.int32)
+    debug["sampled_frames"] = int(ids.size)
+    return Sampled(frame_indices=ids.astype(np.int32), debug=debug)

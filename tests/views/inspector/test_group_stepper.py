@@ -1,0 +1,82 @@
+"""The group stepper's table and readiness plot on real runs of the bundled sample."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO_ROOT, requires_cvp
+
+from backend.pipeline import SelectionOptions, run
+from views.inspector import group_stepper
+
+pytestmark = requires_cvp
+
+SAMPLE = REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4"
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run(SAMPLE, options=SelectionOptions(num_sampled_frames=48))
+
+
+@pytest.fixture(scope="module")
+def fixed_result():
+    return run(SAMPLE, options=SelectionOptions(num_sampled_frames=48, grouping_mode="fixed"))
+
+
+def test_table_rows_match_the_groups(result):
+    table = group_stepper.prepare_group_table(result)
+    assert [r["group_index"] for r in table] == [s.group_index for s in result.groups.specs]
+    dropped = result.groups.dropped_tail
+    dropped_count = dropped[1] - dropped[0] if dropped else 0
+    assert sum(r["length"] for r in table) + dropped_count == result.candidates.frame_indices.size
+    for row, sel in zip(table, result.selection.groups, strict=True):
+        assert row["length"] == row["candidate_end"] - row["candidate_start"]
+        assert row["anchor_frame_index"] == sel.frame_indices[0]
+        assert row["kept_blocks"] == sel.kept.shape[0] and row["skipped"] is False
+        assert row["first_frame_index"] <= row["last_frame_index"]
+        assert row["threshold"] == pytest.approx(result.groups.threshold)
+    assert {r["stop_reason"] for r in table} == {s.stop_reason for s in result.groups.specs}
+
+
+def test_readiness_plot_marks_the_stop_at_the_right_end(result):
+    assert result.options.grouping_mode == "readiness" and result.groups.trace
+    decisions = set()
+    for spec in result.groups.specs:
+        fig = group_stepper.prepare_readiness_plot(result, spec.group_index)
+        names = [t.name for t in fig.data]
+        for name in (
+            "top-K sum",
+            "threshold",
+            "covered bins",
+            "marginal gain",
+            group_stepper.STOP_MARKER_NAME,
+        ):
+            assert name in names
+        steps = [s for s in result.groups.trace if s.group_index == spec.group_index]
+        topk = next(t for t in fig.data if t.name == "top-K sum")
+        assert list(topk.x) == [s.end for s in steps] and list(topk.y) == [s.topk_sum for s in steps]
+        (stop,) = [t for t in fig.data if t.name == group_stepper.STOP_MARKER_NAME]
+        # A readiness group ends where its scan ended: the window end of the group.
+        assert stop.x[0] == max(topk.x) == spec.end
+        assert stop.y[0] == steps[-1].topk_sum
+        bins = next(t for t in fig.data if t.name == "covered bins")
+        assert bins.yaxis == "y2"
+        decisions.add(stop.meta["decision"])
+        if spec.stop_reason.startswith("readiness"):
+            assert stop.meta["decision"] == "stop" and steps[-1].passed
+        fig.to_json()
+    assert "stop" in decisions
+
+
+def test_fixed_grouping_says_there_is_no_trace(fixed_result):
+    assert not fixed_result.groups.trace
+    table = group_stepper.prepare_group_table(fixed_result)
+    assert sum(r["length"] for r in table) <= fixed_result.candidates.frame_indices.size
+    fig = group_stepper.prepare_readiness_plot(fixed_result, 0)
+    assert len(fig.data) == 0
+    assert "No readiness trace" in fig.layout.annotations[0].text
+
+
+def test_unknown_groups_are_refused(result):
+    with pytest.raises(ValueError, match=r"Invalid group_index \(99\)\. Supported values are 0"):
+        group_stepper.prepare_readiness_plot(result, 99)

@@ -1,0 +1,58 @@
+"""Navigation targets for keys and timeline clicks, on a real run of the bundled sample."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO_ROOT, requires_cvp
+
+from backend.pipeline import SelectionOptions, run
+from views.inspector import navigation
+
+pytestmark = requires_cvp
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run(REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4", options=SelectionOptions())
+
+
+def test_steps_and_ends(result):
+    last = result.candidates.frame_indices.size - 1
+    assert navigation.navigate(result, 5, "next") == 6
+    assert navigation.navigate(result, 5, "prev") == 4
+    assert navigation.navigate(result, 0, "prev") == 0 and navigation.navigate(result, last, "next") == last
+    assert navigation.navigate(result, 7, "home") == 0 and navigation.navigate(result, 7, "end") == last
+
+
+def test_group_boundaries(result):
+    starts = [s.start for s in result.groups.specs]
+    assert navigation.navigate(result, 0, "next_group") == starts[1]
+    assert navigation.navigate(result, starts[1], "next_group") == starts[2]
+    assert navigation.navigate(result, starts[2] + 1, "prev_group") == starts[2]
+    assert navigation.navigate(result, starts[-1], "next_group") == starts[-1]  # stays at the last
+
+
+def test_keyframes_include_bitstream_keys(result):
+    # The sample's keyframes are frames 0 and 90; dense sampling keeps both.
+    rows = navigation.keyframe_rows(result).tolist()
+    fids = [int(result.candidates.frame_indices[r]) for r in rows]
+    assert fids == [0, 90]
+    assert navigation.navigate(result, 10, "next_key") == rows[1]
+    assert navigation.navigate(result, 10, "prev_key") == rows[0]
+
+
+def test_frame_to_row_and_bad_actions(result):
+    assert navigation.row_for_frame(result, 60.4) == 60
+    with pytest.raises(ValueError, match=r"Invalid action \('jump'\)"):
+        navigation.navigate(result, 0, "jump")
+
+
+def test_moved_keyframes_are_found_through_their_new_frame():
+    sparse = run(
+        REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4",
+        options=SelectionOptions(num_sampled_frames=16),
+    )
+    moved = dict(sparse.candidates.moved)
+    assert 0 in moved  # frame 0 is a keyframe and sampled, so avoidance moved it
+    fids = [int(sparse.candidates.frame_indices[r]) for r in navigation.keyframe_rows(sparse)]
+    assert moved[0] in fids and 0 not in fids

@@ -1,0 +1,491 @@
+"""Codec comparison view: synchronised panes, difference overlay, per-frame metric plots and tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from backend.compare import (
+    HEATMAP_SCALES,
+    StoredComparison,
+    cell_area_px,
+    heatmap_normaliser,
+    kept_mask_at,
+    signal_family,
+)
+from backend.pipeline import RunResult
+from views.inspector import navigation
+from views.inspector.frame_layers import COLORMAPS, LayerOptions, prepare_frame_layers
+
+A_ONLY_RGB = (0, 160, 255)
+"""Blocks kept by the reference pane (A) only."""
+B_ONLY_RGB = (255, 0, 200)
+"""Blocks kept by this pane (B) only."""
+DIFF_ALPHA = 0.45
+DIFF_BORDER_PX = 2
+VARIANT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+CURSOR_NAME = "cursor"
+MAX_PANES = 4
+
+
+@dataclass(frozen=True)
+class PaneView:
+    """One rendered pane: the frame with its layers and the fields of its caption."""
+
+    image: np.ndarray
+    """(H, W, 3) uint8 RGB at the processed size."""
+    info: dict[str, Any]
+    """``prepare_frame_layers`` info plus ``label``, ``requested_frame_index``, ``exact`` and,
+    in difference mode, ``a_only``, ``b_only``, ``both`` (block counts) and ``reference_label``."""
+    caption: str
+
+
+# --------------------------------------------------------------------------- positions and keys
+
+
+def prepare_positions(results: Sequence[RunResult]) -> np.ndarray:
+    """Slider positions of a comparison: every frame that is a candidate in any run.
+
+    Returns
+    -------
+    (m,) int64 frame indices, ascending; position p shows frame ``positions[p]`` in every pane.
+    """
+    if not results:
+        raise ValueError("Invalid results (empty). Supported values are 1 to 4 runs.")
+    frames = np.unique(np.concatenate([r.candidates.frame_indices.astype(np.int64) for r in results]))
+    return frames
+
+
+def position_of_frame(positions: np.ndarray, frame_index: float) -> int:
+    """The position showing ``frame_index``, or the nearest one."""
+    return int(np.argmin(np.abs(positions - round(float(frame_index)))))
+
+
+def navigate_position(
+    results: Sequence[RunResult], positions: np.ndarray, position: int, action: str, *, reference: int = 0
+) -> int:
+    """The position a step or key leads to; keyframes and group starts come from the reference run.
+
+    Parameters
+    ----------
+    results : the compared runs.
+    positions : from :func:`prepare_positions`.
+    position : current slider position.
+    action : one of ``views.inspector.navigation.ACTIONS``.
+    reference : pane whose keyframes and groups ``*_key`` / ``*_group`` jump to.
+    """
+    if action not in navigation.ACTIONS:
+        raise ValueError(
+            f"Invalid action ({action!r}). Supported values are {', '.join(navigation.ACTIONS)}."
+        )
+    last = int(positions.size) - 1
+    position = min(max(int(position), 0), last)
+    if action in ("prev", "next"):
+        return min(max(position + (1 if action == "next" else -1), 0), last)
+    if action == "home":
+        return 0
+    if action == "end":
+        return last
+    ref = results[reference]
+    row = navigation.row_for_frame(ref, float(positions[position]))
+    new_row = navigation.navigate(ref, row, action)
+    if new_row == row:
+        return position
+    return position_of_frame(positions, float(ref.candidates.frame_indices[new_row]))
+
+
+# --------------------------------------------------------------------------- panes
+
+
+def prepare_heatmap_runs(results: Sequence[RunResult], scale: str) -> tuple[RunResult, ...]:
+    """Runs whose heatmaps draw on one shared scale.
+
+    ``frame`` and ``video`` return the runs unchanged (``views.inspector.frame_layers`` draws those
+    scales). ``all`` returns copies whose stored score grids are replaced by the shared
+    normaliser's grids (``backend.compare.run.HeatmapNormaliser``); draw them with the ``frame``
+    scale. Only the heatmap changes: block scores, kept blocks and pixels are the originals.
+    """
+    if scale not in HEATMAP_SCALES:
+        raise ValueError(f"Invalid scale ({scale!r}). Supported values are {', '.join(HEATMAP_SCALES)}.")
+    if scale != "all":
+        return tuple(results)
+    norm = heatmap_normaliser(results, mode="all")
+    out = []
+    for i, r in enumerate(results):
+        grids = tuple(norm.grid(results, i, row) for row in range(r.candidates.frame_indices.size))
+        out.append(dataclasses.replace(r, scores=dataclasses.replace(r.scores, grids=grids)))
+    return tuple(out)
+
+
+def heatmap_range(results: Sequence[RunResult], index: int, scale: str) -> str:
+    """What the top of the colour bar means for pane ``index`` under ``scale``."""
+    if scale == "frame":
+        return "1 = frame p99"
+    norm = heatmap_normaliser(results, mode=scale)
+    top = math.expm1(norm.log_max[index])
+    r = results[index]
+    unit = (
+        "bits/px"
+        if scale == "all" and r.decoded.grid_key.endswith("bit_cost")
+        else ("per px" if scale == "all" else r.decoded.grid_key)
+    )
+    where = f"all {signal_family(r)} runs" if scale == "all" else "video"
+    return f"1 = {top:.4g} {unit} ({where} max, log)"
+
+
+def difference_masks(a: RunResult, b: RunResult, frame_index: int) -> dict[str, np.ndarray]:
+    """Blocks of a frame in A's canvases only, in B's only and in both.
+
+    Returns
+    -------
+    dict ``a_only``, ``b_only``, ``both`` → (block_rows, block_cols) bool (anchors count whole).
+    """
+    ma, mb = kept_mask_at(a, frame_index), kept_mask_at(b, frame_index)
+    if ma.shape != mb.shape:
+        raise ValueError(f"Invalid pair: block grids differ ({ma.shape} vs {mb.shape}).")
+    return {"a_only": ma & ~mb, "b_only": mb & ~ma, "both": ma & mb}
+
+
+def draw_difference(image: np.ndarray, masks: dict[str, np.ndarray], block_px: int) -> np.ndarray:
+    """Tint and outline A-only blocks in :data:`A_ONLY_RGB` and B-only blocks in :data:`B_ONLY_RGB`.
+
+    Parameters
+    ----------
+    image : (H, W, 3) uint8 RGB; not modified.
+    masks : from :func:`difference_masks`.
+    block_px : block side in pixels (patch × block size).
+
+    Returns
+    -------
+    (H, W, 3) uint8 RGB copy with the difference drawn in.
+    """
+    out = np.array(image, copy=True)
+    bh, bw = masks["a_only"].shape
+    h, w = bh * block_px, bw * block_px
+    for key, rgb in (("a_only", A_ONLY_RGB), ("b_only", B_ONLY_RGB)):
+        mask = masks[key]
+        if not mask.any():
+            continue
+        # Blend only inside the blocks: a block-grid mask stretched to pixels.
+        pixels = np.repeat(np.repeat(mask, block_px, axis=0), block_px, axis=1)
+        region = out[:h, :w]
+        tint = np.empty_like(region)
+        tint[:] = rgb
+        blended = cv2.addWeighted(tint, DIFF_ALPHA, region, 1.0 - DIFF_ALPHA, 0.0)
+        region[pixels] = blended[pixels]
+        k = DIFF_BORDER_PX
+        for r, c in np.argwhere(mask).tolist():
+            y0, x0 = r * block_px, c * block_px
+            box = out[y0 : y0 + block_px, x0 : x0 + block_px]
+            box[:k], box[-k:], box[:, :k], box[:, -k:] = rgb, rgb, rgb, rgb
+    return out
+
+
+def prepare_pane(
+    results: Sequence[RunResult],
+    index: int,
+    frame_index: int,
+    *,
+    layers: LayerOptions | None = None,
+    scale: str | None = None,
+    heatmap_runs: Sequence[RunResult] | None = None,
+    difference_with: int | None = None,
+    labels: Sequence[str] | None = None,
+) -> PaneView:
+    """Render pane ``index`` at ``frame_index`` (or the run's nearest candidate to it).
+
+    Parameters
+    ----------
+    results : the compared runs (1 to 4).
+    index : pane / run index.
+    frame_index : the frame every pane shows.
+    layers : the viewer's layers (``views.inspector.frame_layers.LayerOptions``).
+    scale : heatmap scale of :data:`backend.compare.run.HEATMAP_SCALES` (default: ``layers.scale``).
+    heatmap_runs : :func:`prepare_heatmap_runs` of ``results`` for ``scale`` (computed when None).
+    difference_with : reference pane A; this pane is B. None (or ``index`` itself) draws no
+        difference.
+    labels : pane labels (default ``run i``).
+
+    Returns
+    -------
+    PaneView with the image, its info dict and a one-line caption.
+    """
+    if not 0 <= index < len(results):
+        raise ValueError(f"Invalid pane ({index}). Supported values are 0 to {len(results) - 1}.")
+    opts = layers or LayerOptions()
+    scale = scale or opts.scale
+    if scale not in HEATMAP_SCALES:
+        raise ValueError(f"Invalid scale ({scale!r}). Supported values are {', '.join(HEATMAP_SCALES)}.")
+    result = results[index]
+    label = labels[index] if labels is not None else f"run {index}"
+    row = navigation.row_for_frame(result, float(frame_index))
+    source = result
+    if opts.heatmap and scale == "all":
+        runs = heatmap_runs if heatmap_runs is not None else prepare_heatmap_runs(results, "all")
+        source = runs[index]
+        opts = dataclasses.replace(opts, scale="frame")
+    elif opts.heatmap:
+        opts = dataclasses.replace(opts, scale=scale)
+    view = prepare_frame_layers(source, row, opts)
+    image = view.image
+    info = dict(view.info) | {
+        "label": label,
+        "requested_frame_index": int(frame_index),
+        "exact": int(view.info["frame_index"]) == int(frame_index),
+    }
+    if difference_with is not None and difference_with != index:
+        masks = difference_masks(results[difference_with], result, int(view.info["frame_index"]))
+        image = draw_difference(image, masks, result.geometry.patch * result.geometry.block_size)
+        info |= {k: int(m.sum()) for k, m in masks.items()}
+        info["reference_label"] = labels[difference_with] if labels is not None else f"run {difference_with}"
+    return PaneView(image=image, info=info, caption=pane_caption(info))
+
+
+def pane_caption(info: dict[str, Any]) -> str:
+    """One line under a pane: label, frame, time, type, size, group, what was kept, difference."""
+    pts = "–" if info.get("pts_secs") is None else f"{info['pts_secs']:.3f} s"
+    role = "anchor (whole frame)" if info.get("is_anchor") else f"{info.get('kept_blocks', 0)} kept blocks"
+    text = (
+        f"{info['label']} · frame {info['frame_index']} · {pts} · {info.get('pict_type', '?')} · "
+        f"{info.get('size_bytes')} bytes · group {info.get('group_index')} · {role}"
+    )
+    if not info.get("exact", True):
+        text += f" (nearest candidate to frame {info['requested_frame_index']})"
+    if "a_only" in info:
+        text += (
+            f" · vs {info['reference_label']}: {info['a_only']} only there, "
+            f"{info['b_only']} only here, {info['both']} both"
+        )
+    return text
+
+
+def prepare_legend(colormap: str, low_label: str, high_label: str) -> np.ndarray:
+    """(40, 256, 3) uint8 RGB colour bar with a label under each end."""
+    if colormap not in COLORMAPS:
+        raise ValueError(f"Invalid colormap ({colormap!r}). Supported values are {', '.join(COLORMAPS)}.")
+    bar = cv2.applyColorMap(np.arange(256, dtype=np.uint8).reshape(1, 256), COLORMAPS[colormap])
+    image = np.full((40, 256, 3), 255, np.uint8)
+    image[:18] = cv2.cvtColor(bar, cv2.COLOR_BGR2RGB)
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    cv2.putText(image, low_label, (2, 34), font, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
+    (w, _), _ = cv2.getTextSize(high_label, font, 0.4, 1)
+    cv2.putText(image, high_label, (max(0, 254 - w), 34), font, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
+    return image
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _clean(values: Any) -> list[float | None]:
+    return [None if v is None or not np.isfinite(v) else float(v) for v in np.asarray(values, np.float64)]
+
+
+def prepare_metric_figure(
+    stored: StoredComparison, positions: np.ndarray, *, cursor_frame_index: int | None = None
+) -> go.Figure:
+    """Per-frame metrics of a comparison, x = frame_index, with a cursor line at the panes' frame.
+
+    Rows: kept-set Jaccard per pair; Spearman of block scores per pair; Y-PSNR of every
+    variant's decode against the source (full decode solid, cvp's fast reader dotted).
+    The cursor is a shape named ``cursor`` spanning every row; ``layout.meta.frames`` holds
+    the slider positions' frame indices so the browser can move it without a round trip.
+    """
+    labels = stored.labels
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.07,
+        subplot_titles=(
+            "Kept-set Jaccard (blocks in canvases)",
+            "Spearman of block scores",
+            "Y-PSNR vs source (dB)",
+        ),
+    )
+    pf = stored.pair_frames
+    for (a, b), part in pf.groupby(["variant_a", "variant_b"], sort=True) if len(pf) else []:
+        name = f"{labels[int(a)]} vs {labels[int(b)]}"
+        frames = part["frame_index"].to_numpy()
+        for row, column in ((1, "jaccard"), (2, "spearman")):
+            fig.add_trace(
+                go.Scatter(
+                    x=frames,
+                    y=_clean(part[column]),
+                    mode="lines",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=row == 1,
+                    customdata=frames,
+                    hovertemplate=f"{name}<br>frame %{{x}}<br>{column} %{{y:.3f}}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    for (v, decoder), part in stored.luma.groupby(["variant_index", "decoder"], sort=True):
+        name = f"{labels[int(v)]} ({'fast reader' if decoder == 'fast_reader' else 'full decode'})"
+        frames = part["frame_index"].to_numpy()
+        fig.add_trace(
+            go.Scatter(
+                x=frames,
+                y=_clean(part["psnr_y_db"]),
+                mode="lines",
+                name=name,
+                line={
+                    "color": VARIANT_COLOURS[int(v) % 4],
+                    "dash": "dot" if decoder == "fast_reader" else "solid",
+                },
+                customdata=frames,
+                hovertemplate=f"{name}<br>frame %{{x}}<br>%{{y:.2f}} dB<extra></extra>",
+            ),
+            row=3,
+            col=1,
+        )
+    x = int(positions[0]) if cursor_frame_index is None else int(cursor_frame_index)
+    fig.add_shape(
+        type="line",
+        name=CURSOR_NAME,
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        xref="x",
+        yref="paper",
+        line={"color": "black", "width": 1.5, "dash": "dash"},
+    )
+    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(range=[-1.02, 1.02], row=2, col=1)
+    fig.update_xaxes(title_text="frame index", row=3, col=1)
+    fig.update_layout(
+        height=620,
+        margin={"l": 50, "r": 10, "t": 40, "b": 40},
+        legend={"orientation": "h", "y": -0.12},
+        meta={"frames": [int(f) for f in positions]},
+        hovermode="x",
+    )
+    return fig
+
+
+def _fmt(value: Any, digits: int = 3) -> Any:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "–"
+    if isinstance(value, float):
+        return round(value, digits)
+    return value
+
+
+def prepare_variant_table(stored: StoredComparison) -> tuple[list[str], list[list[Any]]]:
+    """(headers, rows): one row per variant with size, rate, selection and decode figures."""
+    headers = [
+        "variant",
+        "score",
+        "size kB",
+        "kb/s",
+        "encode s",
+        "canvases",
+        "tokens/s",
+        "time covered %",
+        "blocks kept %",
+        "luma bias",
+        "Y-PSNR dB",
+        "reader bias",
+        "reader Y-PSNR dB",
+    ]
+    metrics = stored.metrics.set_index("variant_index")
+    rows = []
+    for v in stored.variants.to_dict(orient="records"):
+        m = metrics.loc[v["variant_index"]].to_dict()
+        rows.append(
+            [
+                v["label"],
+                v["score"],
+                round(v["size_bytes"] / 1000, 1),
+                round(float(v["bitrate_kbps"]), 1),
+                round(float(v["encode_secs"]), 2),
+                int(m["canvases"]),
+                _fmt(float(m["tokens_per_sec"]), 1),
+                _fmt(100 * float(m["time_covered_share"]), 1),
+                _fmt(100 * float(m["kept_block_share"]), 1),
+                _fmt(m["luma_bias_mean"]),
+                _fmt(m["psnr_y_db"], 2),
+                _fmt(m["reader_luma_bias_mean"]),
+                _fmt(m["reader_psnr_y_db"], 2),
+            ]
+        )
+    return headers, rows
+
+
+def prepare_pair_table(stored: StoredComparison) -> tuple[list[str], list[list[Any]]]:
+    """(headers, rows): one row per pair with pooled and per-frame Jaccard and Spearman."""
+    headers = ["pair", "Jaccard", "Jaccard (frame mean)", "Spearman mean", "Spearman median", "frames"]
+    labels = stored.labels
+    rows = [
+        [
+            f"{labels[int(p['variant_a'])]} vs {labels[int(p['variant_b'])]}",
+            _fmt(p["jaccard"]),
+            _fmt(p["jaccard_frame_mean"]),
+            _fmt(p["spearman_mean"]),
+            _fmt(p["spearman_median"]),
+            int(p["frames_compared"]),
+        ]
+        for p in stored.pairs.to_dict(orient="records")
+    ]
+    return headers, rows
+
+
+def prepare_settings_markdown(stored: StoredComparison) -> str:
+    """The comparison's source, size, GOP, quality and per-variant encoder settings, as Markdown."""
+    row = stored.row
+    cfg = row.get("config") or {}
+    settings = row.get("settings") or {}
+    lines = [
+        f"**{Path(str(row['source_path'])).name}** → {settings.get('width')}×{settings.get('height')}, "
+        f"{settings.get('frames')} frames at {settings.get('fps')} fps; GOP {cfg.get('gop')}, "
+        f"B-frames {cfg.get('bframes')}, "
+        + (f"target {cfg.get('bitrate_kbps')} kb/s" if cfg.get("bitrate_kbps") else "CRF per codec")
+        + f", speed {cfg.get('speed')} · comparison `{stored.comparison_id}`",
+        "",
+    ]
+    for v in stored.variants.to_dict(orient="records"):
+        lines.append(
+            f"- **{v['label']}** ({v['encoder'] or 'pre-encoded'}): {v['structure_note']}; keyframes "
+            f"{v['keyframe_indices_json']}; score {v['score_note']}"
+        )
+    return "\n".join(lines)
+
+
+def prepare_comparison_choices(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(label, comparison_id) dropdown choices of finished comparisons, newest first."""
+    out = []
+    for r in rows:
+        if r.get("status") != "done":
+            continue
+        when = r.get("created_at")
+        stamp = when.strftime("%Y-%m-%d %H:%M") if hasattr(when, "strftime") else str(when)
+        names = ", ".join(r.get("labels") or [])
+        out.append(
+            (
+                f"{stamp} · {Path(str(r['source_path'])).name} · {names} · {r['comparison_id']}",
+                str(r["comparison_id"]),
+            )
+        )
+    return out
+
+
+def cell_area_note(result: RunResult) -> str:
+    """How the ``all`` scale turns a run's raw grid into a per-pixel value."""
+    grid = next((g for g in result.decoded.grids if g is not None), None)
+    if grid is None:
+        return "no raw grid"
+    area = cell_area_px(result, grid.shape)
+    return (
+        f"{result.decoded.grid_key} / {area:g} px" if area != 1.0 else f"{result.decoded.grid_key} (per px)"
+    )
