@@ -1,16 +1,24 @@
-"""The app's server-side state: the session store, allowed folders and opened runs."""
+"""The app's server-side state: the session store, allowed folders, opened runs and uploads."""
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backend.errors import OutputError
 from backend.paths import resolve_within
 from backend.runs import open_run
 from backend.store import SessionStore
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_VIDEO = REPO / "sample_videos" / "flower_timelapse_cc0.mp4"
+DEFAULT_HOME = Path.home() / ".codec-lens"
+UPLOADS_DIR = "uploads"
+"""Uploads are copied here, under the workspace's output folder."""
 
 
 @dataclass
@@ -74,3 +82,62 @@ class Workspace:
             if self._store is not None:
                 self._store.close()
                 self._store = None
+
+
+def make_workspace(
+    *,
+    session_db: Path | None = None,
+    input_dirs: tuple[Path, ...] = (),
+    output_dir: Path | None = None,
+) -> Workspace:
+    """A Workspace with the app's default folders: inputs from the sample folder, the given
+    folders and the uploads folder; everything written under ``output_dir``."""
+    output_root = Path(output_dir or DEFAULT_HOME / "work").expanduser().resolve()
+    (output_root / UPLOADS_DIR).mkdir(parents=True, exist_ok=True)
+    roots = (output_root, SAMPLE_VIDEO.parent, *input_dirs)
+    return Workspace(
+        store_path=Path(session_db or DEFAULT_HOME / "sessions.duckdb").expanduser(),
+        input_roots=tuple(Path(r).expanduser().resolve() for r in roots),
+        output_root=output_root,
+    )
+
+
+def ensure_run(ws: Workspace, video: str | Path, options: Any = None) -> str:
+    """The id of a finished run of ``video`` with ``options`` (default clean), running it if needed."""
+    from backend.pipeline import SelectionOptions
+    from backend.runs import select_and_store
+
+    options = options or SelectionOptions(profile="clean")
+    path = ws.input_path(video)
+    wanted = options.as_dict()
+    for row in ws.store.list_runs(status="done"):
+        if row.video_path == str(path) and all(row.config.get(k) == v for k, v in wanted.items()):
+            return row.run_id
+    run_id, result = select_and_store(path, ws.store, options=options)
+    ws.remember(run_id, result)
+    return run_id
+
+
+def upload_name(upload: Any) -> str:
+    """The file name of a Gradio upload (a path string or a file object)."""
+    return Path(upload if isinstance(upload, str) else upload.name).name
+
+
+def store_upload(ws: Workspace, upload: Any) -> Path:
+    """Copy an uploaded file (a Gradio path or file object) into the uploads folder; its new path.
+
+    Raises
+    ------
+    OutputError : the copy failed (naming the upload, not its copy); a partial copy is removed.
+    """
+    src = Path(upload if isinstance(upload, str) else upload.name)
+    folder = ws.output_path(UPLOADS_DIR)
+    dest = folder / src.name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    except OSError as exc:
+        if not isinstance(exc, shutil.SameFileError):  # the source itself is never removed
+            dest.unlink(missing_ok=True)
+        raise OutputError(f"cannot store the upload ({exc.strerror or exc})", path=src.name) from exc
+    return dest

@@ -1,16 +1,19 @@
-"""Validation helpers shared by the stage config dataclasses.
+"""Validation helpers and variant registries shared by the stage config dataclasses.
 
 Every config is a frozen, keyword-only dataclass whose fields carry UI metadata
 (``label``, ``min``, ``max``, ``step``, ``help``, ``choices``); the same metadata
-drives validation here, the CLI and the app's generated controls.
+drives validation here, the CLI and the app's generated controls. A field that names a
+stage variant (sampler, grouper, scorer, …) takes its choices from that stage's
+:class:`Registry`, so the two cannot drift.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 Profile = Literal["parity", "clean"]
 PROFILES: tuple[str, ...] = ("parity", "clean")
@@ -97,3 +100,74 @@ def parse_names(text: str | Sequence[str], choices: Sequence[str], *, what: str)
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One registry entry: a named implementation, a line of help and its own config class, if any.
+
+    ``function`` has its stage's signature, ``function(inputs..., *, config)``; variants
+    without a ``config_class`` of their own take the stage's config.
+    """
+
+    name: str
+    function: Callable[..., Any]
+    help: str
+    config_class: type | None = None
+
+
+V = TypeVar("V", bound=Variant)
+
+
+class Registry(Mapping[str, V]):
+    """The variants of one stage kind by name, in declaration order (the order of the choices).
+
+    Parameters
+    ----------
+    what : the option the names are values of, as error messages say it (``grouping mode``).
+    variants : the entries; names must be unique.
+
+    Examples
+    --------
+    >>> table = Registry("colour", [Variant("red", str, "warm"), Variant("blue", str, "cold")])
+    >>> table.names
+    ('red', 'blue')
+    >>> table.lookup("green")
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid colour ('green'). Supported values are 'red', 'blue'.
+    """
+
+    def __init__(self, what: str, variants: Iterable[V]) -> None:
+        self.what = what
+        self._by_name: dict[str, V] = {}
+        for variant in variants:
+            if variant.name in self._by_name:
+                raise ValueError(f"Invalid {what} ({variant.name!r}). Supported values are unique names.")
+            self._by_name[variant.name] = variant
+
+    def __getitem__(self, name: str) -> V:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.what!r}: {', '.join(self._by_name)})"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The registered names, for a field's ``choices``."""
+        return tuple(self._by_name)
+
+    def lookup(self, name: str) -> V:
+        """The entry called ``name``; unknown names raise the project's ValueError listing the known ones."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise ValueError(
+                f"Invalid {self.what} ({name!r}). Supported values are {_fmt(self.names)}."
+            ) from None

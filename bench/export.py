@@ -10,7 +10,7 @@ footage, played forwards then backwards), runs the clean pipeline with ``max_pix
 blocks) and every frame is a candidate, then, in alternating order, ``--repeat`` times:
 
 1. plain: encode the processed frames as they are with the export's own encoder settings
-   (libx264, CRF 18, ``backend.export.run.MP4_OPTIONS``) through ``native.gateway.VideoWriter``;
+   (libx264, CRF 18, ``backend.export.clip.MP4_OPTIONS``) through ``native.gateway.VideoWriter``;
 2. export: ``backend.export.run.write_export`` to mp4 with each layer set and the frame
    index/timestamp footer (drawing, encoding, sidecar with the input hash).
 

@@ -35,7 +35,9 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from PIL import Image  # noqa: E402
 
-from app.main import SAMPLE_VIDEO, build_app, ensure_run, make_workspace, serve  # noqa: E402
+from app.main import build_app  # noqa: E402
+from app.server import serve  # noqa: E402
+from app.workspace import SAMPLE_VIDEO, ensure_run, make_workspace  # noqa: E402
 from backend.pipeline import SelectionOptions, run  # noqa: E402
 from native import gateway  # noqa: E402
 from views.inspector.frame_layers import LayerOptions, prepare_frame_layers  # noqa: E402

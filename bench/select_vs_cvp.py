@@ -169,7 +169,7 @@ def floors(repeat: int) -> dict[str, tuple[float, float]]:
     """Median (wall, cpu) of processes that only start up and exit."""
     code = (
         "import app.cli as c; c.build_parser(['select']); "
-        "import backend.pipeline.run, backend.cvp_format.write"
+        "import backend.pipeline.runner, backend.cvp_format.write"
     )
     lens = [sys.executable, "-c", code]
     cmds = {"codec-lens": (lens, {"cwd": REPO}), "cvp": ([str(CVP), "--help"], {})}

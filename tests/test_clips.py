@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 from clips import Codec, encode_clip, render_frame
+from conftest import REAL_CLIP_NAMES, REAL_CLIPS
 
 
 def _decode(path: Path) -> tuple[list[np.ndarray], list[int], list[str]]:
@@ -171,3 +174,12 @@ def test_bad_inputs_are_what_they_claim(bad_inputs: dict[str, Path]) -> None:
             frames = list(container.decode(stream))
         assert frames and (frames[0].width, frames[0].height) == (width, height), name
         assert len(frames) == stream.frames, name
+
+
+def test_the_real_clips_are_shipped_with_the_bytes_their_readme_lists(real_clips: Path) -> None:
+    # The README's sha256 list is the record of what tests/data holds; a bare clone has it all.
+    readme = (REAL_CLIPS / "README.md").read_text(encoding="utf-8")
+    listed = dict(re.findall(r"^- (\S+) ([0-9a-f]{64})$", readme, flags=re.MULTILINE))
+    assert sorted(listed) == sorted(REAL_CLIP_NAMES)
+    for name, sha256 in listed.items():
+        assert hashlib.sha256((real_clips / name).read_bytes()).hexdigest() == sha256, name

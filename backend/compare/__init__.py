@@ -1,21 +1,15 @@
 """Codec comparison: encode one source in several codecs, select on each, measure agreement."""
 
-from backend.compare.run import (
-    CODECS,
-    FALLBACK_SCORES,
+from backend.compare.config import CODECS, FALLBACK_SCORES, SPEEDS, CompareConfig, parse_crf
+from backend.compare.metrics import (
     HEATMAP_SCALES,
-    SPEEDS,
-    CodecComparison,
-    CompareConfig,
-    StoredComparison,
     cell_area_px,
-    compare,
     heatmap_normaliser,
     kept_mask_at,
-    load_comparison,
-    parse_crf,
     signal_family,
 )
+from backend.compare.run import CodecComparison, compare
+from backend.compare.stored import StoredComparison, load_comparison
 
 __all__ = [
     "CODECS",

@@ -20,6 +20,7 @@ from backend.pipeline import ProgressCallback, RunResult, SelectionOptions
 from backend.records import TOKEN_COLUMNS, Canvases, RunWarning, VideoInfo
 from backend.runs import run_columns, select_and_store
 from backend.stages.probe import ProbeConfig, probe
+from backend.stages.quality import psnr_db
 from backend.store import SessionStore
 from native import gateway
 
@@ -641,7 +642,7 @@ def _as_written(rgb: np.ndarray, fmt: str) -> np.ndarray:
 
 def _psnr_db(a: np.ndarray, b: np.ndarray) -> float:
     mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return math.inf if mse == 0.0 else 10.0 * math.log10(255.0**2 / mse)
+    return psnr_db(mse)
 
 
 def anchor_psnr(cvp: CvpOutput, cvp_images: np.ndarray, result: RunResult) -> tuple[float, int, str]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from backend import __version__
 from backend.errors import OutputError
+from backend.pipeline.quirks import quirk_on
 from backend.records import TOKEN_COLUMNS, GroupSelection
 from backend.stages.group import block_budget
 from native import gateway
@@ -68,7 +69,9 @@ def _group_meta(sel: GroupSelection, spec: Any, result: Any, offset: int) -> dic
         "grid_hw": list(geo.grid_hw),
         "total_patches": ipg * s,
         # cvp reports the budget, padding included (quirk 16); clean reports real blocks.
-        "selected_blocks": budget if result.options.profile == "parity" else int(sel.kept.shape[0]),
+        "selected_blocks": (
+            budget if quirk_on(result.options.profile, "selected_blocks_padded") else int(sel.kept.shape[0])
+        ),
         "selected_block_score_sum": total,
         "selected_block_score_mean": float(sel.ranked_scores.mean()) if sel.ranked_scores.size else 0.0,
         "selected_block_score_density": total / max(1, sel.end - sel.start),
@@ -99,7 +102,7 @@ def build_meta(result: Any, out_dir: Path, canvas_files: list[str]) -> dict[str,
     h1, w1 = geo.processed_hw
     backend_label = (
         "ffmpeg_native"
-        if o.profile == "parity"
+        if quirk_on(o.profile, "meta_backend_mislabelled")
         else ("cv_reader_pixels" if o.pixel_source == "fast_reader" else "pyav_full_decode")
     )
     return {

@@ -1,21 +1,18 @@
 """Export for papers: annotated clips, tables, YUView statistics and figures."""
 
-from backend.export.run import (
+from backend.config import parse_names
+from backend.export.clip import MP4_OPTIONS, ClipComposer, write_video
+from backend.export.config import (
     CLIP_FORMATS,
-    DEFAULT_LAYERS,
     EXPORT_LAYERS,
     FIGURE_FORMATS,
-    MP4_OPTIONS,
-    ClipComposer,
     ExportConfig,
     ExportRun,
-    export_rows,
     load_export_run,
     parse_frame_range,
-    parse_names,
-    write_export,
-    write_video,
 )
+from backend.export.run import export_rows, write_export
+from backend.render import DEFAULT_LAYERS
 
 __all__ = [
     "CLIP_FORMATS",

@@ -13,8 +13,6 @@ from backend.luma.fit import (
 from backend.luma.geometry import GopGeometry, LatentWindowGeometry, make_geometry
 from backend.luma.measure import (
     MEASURE_WORKERS,
-    LumaAnalysis,
-    LumaReport,
     MeasureConfig,
     Prefetch,
     analyze_frames,
@@ -30,6 +28,7 @@ from backend.luma.pairs import (
     pair_by_name,
     roundtrip_pair,
 )
+from backend.luma.report import LumaAnalysis, LumaReport
 from backend.luma.stored import apply_stored, fit_stored, open_analysis, open_fit, store_analysis
 
 __all__ = [

@@ -21,7 +21,8 @@ from backend.luma.geometry import (
     SlotLayout,
     geometry_from_dict,
 )
-from backend.luma.measure import LUMA_WEIGHTS, LumaReport, _num, fit_line, video_keyframes
+from backend.luma.measure import LUMA_WEIGHTS, video_keyframes
+from backend.luma.report import LumaReport, _num, fit_line
 from backend.records import _check, _ShapeRepr
 from backend.stages.probe import check_input_file
 from native import gateway

@@ -26,15 +26,8 @@ from backend.luma.fit import (
     save_model,
 )
 from backend.luma.geometry import GopGeometry, LumaGeometry, geometry_from_dict
-from backend.luma.measure import (
-    FrameLuma,
-    LumaAnalysis,
-    LumaReport,
-    MeasureConfig,
-    analyze_videos,
-    summarize,
-    video_keyframes,
-)
+from backend.luma.measure import FrameLuma, MeasureConfig, analyze_videos, video_keyframes
+from backend.luma.report import LumaAnalysis, LumaReport, summarize
 from backend.runs import content_sha256
 from backend.store import SessionStore
 from native import gateway

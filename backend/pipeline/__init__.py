@@ -1,23 +1,60 @@
-"""The selection pipeline: options, stage registries, cvp quirks and the run itself."""
+"""The selection pipeline: options, stage registries, cvp quirks and the run itself.
 
-from backend.pipeline.run import (
-    FRONT_OPTIONS,
-    SCORE_OPTIONS,
-    STAGES,
-    Front,
-    ProgressCallback,
-    RunResult,
-    SelectionOptions,
-    run,
-)
+The names below load on first use (PEP 562): the stages import
+``backend.pipeline.quirks``, so importing this package must not import the stages back.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from backend.pipeline.options import FRONT_OPTIONS, SCORE_OPTIONS, SelectionOptions
+    from backend.pipeline.quirks import QUIRKS, Quirk, quirk_on
+    from backend.pipeline.registry import STAGES, VARIANTS
+    from backend.pipeline.runner import Front, ProgressCallback, RunResult, run
+
+_HOMES = {
+    "FRONT_OPTIONS": "options",
+    "SCORE_OPTIONS": "options",
+    "SelectionOptions": "options",
+    "QUIRKS": "quirks",
+    "Quirk": "quirks",
+    "quirk_on": "quirks",
+    "STAGES": "registry",
+    "VARIANTS": "registry",
+    "Front": "runner",
+    "ProgressCallback": "runner",
+    "RunResult": "runner",
+    "run": "runner",
+}
 
 __all__ = [
     "FRONT_OPTIONS",
+    "QUIRKS",
     "SCORE_OPTIONS",
     "STAGES",
+    "VARIANTS",
     "Front",
     "ProgressCallback",
+    "Quirk",
     "RunResult",
     "SelectionOptions",
+    "quirk_on",
     "run",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        home = _HOMES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

@@ -1,40 +1,43 @@
 """All drawing: overlays, text, heatmap colour scales (views and export share it)."""
 
-from backend.render.overlays import (
-    ANCHOR_BORDER_PX,
+from backend.render.colors import (
     ANCHOR_RGB,
     BAD_TINT_ALPHA,
     BAD_TINT_RGB,
     BLOCK_GRID_RGB,
-    CODEC_CELL_PX,
     CODEC_GRID_RGB,
     COLORMAPS,
-    DEFAULT_LAYERS,
-    KEPT_BORDER_PX,
     KEPT_RGB,
-    LAYER_LABELS,
-    LAYER_NAMES,
-    LOST_FRACTION,
     LOST_RGB,
     PATCH_GRID_RGB,
-    SCALES,
-    LayerOptions,
-    OverlayPlan,
-    anchor_rows,
-    cached_plan,
-    check_row,
-    codec_grid_lines,
     colormap_lut,
-    draw_overlays,
+)
+from backend.render.facts import (
+    LOST_FRACTION,
+    anchor_rows,
+    check_row,
     frame_facts,
-    glyph_font,
     group_of_row,
     kept_blocks_by_row,
-    layer_options,
     lost_blocks,
-    plan_overlays,
-    score_map,
 )
+from backend.render.heatmap import SCALES, score_map
+from backend.render.overlays import (
+    ANCHOR_BORDER_PX,
+    CODEC_CELL_PX,
+    DEFAULT_LAYERS,
+    KEPT_BORDER_PX,
+    LAYER_LABELS,
+    LAYER_NAMES,
+    LayerOptions,
+    OverlayPlan,
+    cached_plan,
+    codec_grid_lines,
+    draw_overlays,
+    layer_options,
+    plan_overlays,
+)
+from backend.render.text import glyph_font
 
 __all__ = [
     "ANCHOR_BORDER_PX",

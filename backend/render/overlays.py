@@ -1,8 +1,7 @@
-"""Overlay drawing core: heatmap, grids, kept/lost outlines, anchor badge, bad-frame tint, legend, text."""
+"""Overlay layers: which layers to draw, their per-run plan, and drawing them over a candidate frame."""
 
 from __future__ import annotations
 
-import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -15,36 +14,32 @@ import numpy as np
 
 from backend.config import parse_names
 from backend.pipeline import RunResult
-from backend.records import GroupSelection
-from backend.stages.score import upsample
+from backend.render.colors import (
+    ANCHOR_RGB,
+    BAD_TINT_ALPHA,
+    BAD_TINT_RGB,
+    BLOCK_GRID_RGB,
+    CODEC_GRID_RGB,
+    COLORMAPS,
+    KEPT_RGB,
+    LOST_RGB,
+    PATCH_GRID_RGB,
+)
+from backend.render.facts import anchor_rows, check_row, kept_blocks_by_row, lost_blocks
+from backend.render.heatmap import (
+    SCALES,
+    heatmap_rgb,
+    legend,
+    legend_stops,
+    score_grid,
+    video_log_max,
+    video_raw_max,
+)
+from backend.render.text import draw_anchor_label, draw_bad_label
 from backend.stages.signals import canonical_codec
 
-COLORMAPS: dict[str, int] = {
-    "turbo": cv2.COLORMAP_TURBO,
-    "viridis": cv2.COLORMAP_VIRIDIS,
-    "magma": cv2.COLORMAP_MAGMA,
-    "jet": cv2.COLORMAP_JET,
-    "inferno": cv2.COLORMAP_INFERNO,
-}
-SCALES: tuple[str, ...] = ("frame", "video")
-
-KEPT_RGB = (255, 64, 32)
-ANCHOR_RGB = (32, 200, 255)
-LOST_RGB = (255, 220, 0)
-PATCH_GRID_RGB = (160, 160, 160)
-BLOCK_GRID_RGB = (255, 255, 255)
-CODEC_GRID_RGB = (255, 0, 255)
-BAD_TINT_RGB = (255, 0, 0)
-BAD_TINT_ALPHA = 0.35
 KEPT_BORDER_PX = 2
 ANCHOR_BORDER_PX = 4
-
-LOST_FRACTION = 0.9
-"""A block is *lost* when it was a selection candidate (a good, non-anchor frame of a
-processed group), was not kept, and its block score is ≥ ``LOST_FRACTION · cutoff_score``
-of its group, where ``cutoff_score`` is the lowest kept score. These are the blocks that
-scored close to the winners but did not fit the budget. Groups that kept nothing
-(``cutoff_score = −inf``) have no lost blocks."""
 
 # Codec coding-unit size in original-frame pixels: H.264/MPEG macroblocks are 16 px;
 # HEVC CTUs and VP9/AV1 superblocks are 64 px by default in the encoders we ship with.
@@ -140,125 +135,6 @@ def layer_options(
     )
 
 
-# -- run facts ---------------------------------------------------------------------------------
-
-
-def check_row(result: RunResult, row: int) -> None:
-    """Refuse a candidate row outside 0 … n−1 (ValueError listing the range)."""
-    n = int(result.candidates.frame_indices.size)
-    if not 0 <= row < n:
-        raise ValueError(f"Invalid row ({row}). Supported values are 0 to {n - 1}.")
-
-
-def kept_blocks_by_row(result: RunResult) -> dict[int, np.ndarray]:
-    """Candidate row → kept blocks as an (m, 2) int64 array of [block_row, block_col]."""
-    out: dict[int, list[np.ndarray]] = {}
-    for sel in result.selection.groups:
-        rows = sel.candidate_rows()
-        for t in np.unique(sel.kept[:, 0]).tolist():
-            out.setdefault(int(rows[t]), []).append(sel.kept[sel.kept[:, 0] == t, 1:].astype(np.int64))
-    return {row: np.concatenate(parts) for row, parts in out.items()}
-
-
-def anchor_rows(result: RunResult) -> frozenset[int]:
-    """Candidate rows that are group anchors (kept whole)."""
-    return frozenset(int(sel.candidate_rows()[0]) for sel in result.selection.groups)
-
-
-def group_of_row(result: RunResult, row: int) -> tuple[GroupSelection | None, int | None]:
-    """The selection holding candidate ``row`` and its group position t (after the anchor swap)."""
-    for sel in result.selection.groups:
-        if sel.start <= row < sel.end:
-            t = int(np.flatnonzero(sel.candidate_rows() == row)[0])
-            return sel, t
-    return None, None
-
-
-def frame_facts(result: RunResult, row: int) -> tuple[int, float | None, str]:
-    """(frame_index, pts_secs or None, pict_type) of a candidate row.
-
-    Packets are in presentation order, so frame_index indexes them when the packet count
-    equals the frame count; otherwise the time comes from the frame rate.
-    """
-    info = result.info
-    fid = int(result.candidates.frame_indices[row])
-    if 0 <= fid < info.packet_pts_secs.size:
-        pts: float | None = float(info.packet_pts_secs[fid])
-    else:
-        pts = fid / info.fps if info.fps else None
-    return fid, pts, result.decoded.pict_types[row]
-
-
-def video_log_max(result: RunResult) -> float:
-    """Largest log1p(raw signal) over all candidate frames (the ``video`` scale's 1.0)."""
-    tops = [float(np.log1p(max(float(np.max(g)), 0.0))) for g in result.decoded.grids if g is not None]
-    return max(tops, default=0.0)
-
-
-def video_raw_max(result: RunResult) -> float:
-    """Largest raw signal value over all candidate frames."""
-    return max((float(np.max(g)) for g in result.decoded.grids if g is not None), default=0.0)
-
-
-def score_grid(
-    result: RunResult, row: int, *, scale: str = "frame", log_max: float | None = None
-) -> np.ndarray:
-    """The score grid of a candidate frame before upsampling.
-
-    Parameters
-    ----------
-    result : a finished run.
-    row : candidate row.
-    scale : ``frame`` (stored per-frame normalised grid) or ``video`` (raw grid, log1p, divided
-        by ``log_max``, the run's :func:`video_log_max`, computed when not given).
-
-    Returns
-    -------
-    (gh, gw) float32 in [0, 1], the codec grid's shape.
-    """
-    check_row(result, row)
-    if scale not in SCALES:
-        raise ValueError(f"Invalid scale ({scale!r}). Supported values are {', '.join(SCALES)}.")
-    raw = result.decoded.grids[row]
-    if scale == "frame" or raw is None:
-        return np.asarray(result.scores.grids[row], np.float32)
-    # The stored grids are each normalised to their own percentile, so all frames peak at
-    # 1.0; comparing frames needs the raw signal against one run-wide maximum.
-    top = max(video_log_max(result) if log_max is None else log_max, 1e-6)
-    grid = np.log1p(np.maximum(np.asarray(raw, np.float32), 0)) / np.float32(top)
-    return grid.astype(np.float32)
-
-
-def score_map(result: RunResult, row: int, *, scale: str = "frame") -> np.ndarray:
-    """The score map of a candidate frame at the processed size.
-
-    Returns
-    -------
-    (H, W) float32 in [0, 1]: :func:`score_grid` stretched by nearest neighbour.
-    """
-    return upsample(score_grid(result, row, scale=scale), result.geometry.processed_hw)
-
-
-def lost_blocks(result: RunResult, row: int) -> np.ndarray:
-    """Blocks of a candidate frame that scored high but lost to the budget.
-
-    Returns
-    -------
-    (block_rows, block_cols) bool mask; see :data:`LOST_FRACTION` for the definition.
-    """
-    check_row(result, row)
-    bh_n, bw_n = result.geometry.block_grid_hw
-    mask = np.zeros((bh_n, bw_n), bool)
-    sel, t = group_of_row(result, row)
-    if sel is None or t == 0 or not result.quality.good[row] or not np.isfinite(sel.cutoff_score):
-        return mask
-    scores = result.scores.block_scores[row].reshape(bh_n, bw_n)
-    mask = scores >= np.float32(LOST_FRACTION * sel.cutoff_score)
-    kept = sel.kept[sel.kept[:, 0] == t]
-    mask[kept[:, 1], kept[:, 2]] = False
-    return mask
-
-
 def codec_grid_lines(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
     """Pixel rows and columns of the codec grid lines on the processed frame.
 
@@ -274,68 +150,6 @@ def codec_grid_lines(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
     ys = np.round(np.arange(1, int(h / cell_h) + 1) * cell_h).astype(int)
     xs = np.round(np.arange(1, int(w / cell_w) + 1) * cell_w).astype(int)
     return ys[ys < h], xs[xs < w]
-
-
-# -- colour ------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=16)
-def colormap_lut(colormap: str) -> np.ndarray:
-    """(256, 3) uint8 RGB colour of each level 0 … 255 (read-only)."""
-    if colormap not in COLORMAPS:
-        raise ValueError(f"Invalid colormap ({colormap!r}). Supported values are {', '.join(COLORMAPS)}.")
-    bgr = cv2.applyColorMap(np.arange(256, dtype=np.uint8).reshape(1, 256), COLORMAPS[colormap])
-    lut = np.ascontiguousarray(bgr[0, :, ::-1])
-    lut.setflags(write=False)
-    return lut
-
-
-def heatmap_rgb(grid: np.ndarray, processed_hw: tuple[int, int], colormap: str) -> np.ndarray:
-    """Colour a score grid and stretch it over the processed frame.
-
-    Colouring the small grid first and then stretching by nearest neighbour gives the same
-    pixels as stretching first (nearest copies values), at a fraction of the work.
-
-    Parameters
-    ----------
-    grid : (gh, gw) float32 in [0, 1].
-    processed_hw : (H, W).
-
-    Returns
-    -------
-    (H, W, 3) uint8 RGB.
-    """
-    levels = cv2.convertScaleAbs(grid, alpha=255.0)  # rounds and saturates in one pass
-    small = colormap_lut(colormap)[levels]
-    h, w = processed_hw
-    return cv2.resize(small, (w, h), interpolation=cv2.INTER_NEAREST)
-
-
-@functools.lru_cache(maxsize=64)
-def legend(colormap: str, low_label: str, high_label: str) -> np.ndarray:
-    """(40, 256, 3) uint8 RGB colour bar with the two labels under it (read-only)."""
-    image = np.full((40, 256, 3), 255, np.uint8)
-    image[:18] = colormap_lut(colormap)[None, :, :]
-    font = cv2.FONT_HERSHEY_SIMPLEX
-    cv2.putText(image, low_label, (2, 34), font, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
-    (w, _), _ = cv2.getTextSize(high_label, font, 0.4, 1)
-    cv2.putText(image, high_label, (254 - w, 34), font, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
-    image.setflags(write=False)
-    return image
-
-
-def legend_stops(
-    colormap: str, high_value: float, *, log: bool
-) -> tuple[tuple[float, tuple[int, int, int]], ...]:
-    """Five (value, rgb) stops of the colour bar, 0 … ``high_value``.
-
-    The video scale colours log1p(raw) / log1p(max), so with ``log`` the stops are raw
-    values on that curve.
-    """
-    rgb = colormap_lut(colormap)[np.linspace(0, 255, 5).astype(np.uint8)]
-    fractions = np.linspace(0.0, 1.0, 5)
-    values = np.expm1(fractions * np.log1p(high_value)) if log else fractions * high_value
-    return tuple((float(v), (int(c[0]), int(c[1]), int(c[2]))) for v, c in zip(values, rgb, strict=True))
 
 
 # -- drawing -----------------------------------------------------------------------------------
@@ -468,7 +282,6 @@ def draw_overlays(result: RunResult, row: int, plan: OverlayPlan) -> np.ndarray:
     check_row(result, row)
     opts = plan.options
     frame = result.decoded.pixels[row]
-    h = frame.shape[0]
     if opts.heatmap:
         grid = score_grid(result, row, scale=opts.scale, log_max=plan.log_max)
         colour = heatmap_rgb(grid, result.geometry.processed_hw, opts.colormap)
@@ -494,78 +307,7 @@ def draw_overlays(result: RunResult, row: int, plan: OverlayPlan) -> np.ndarray:
     if opts.anchor_badge and row in plan.anchors:
         b = ANCHOR_BORDER_PX
         image[:b], image[-b:], image[:, :b], image[:, -b:] = ANCHOR_RGB, ANCHOR_RGB, ANCHOR_RGB, ANCHOR_RGB
-        cv2.rectangle(image, (b, b), (b + 62, b + 16), ANCHOR_RGB, thickness=-1)
-        cv2.putText(
-            image, "ANCHOR", (b + 3, b + 12), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA
-        )
+        draw_anchor_label(image, b, b, ANCHOR_RGB)
     if opts.bad_frames and bad:
-        label = f"BAD: {result.quality.reasons[row] or 'bad'}"
-        cv2.putText(image, label, (8, h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (255, 255, 255), 2, cv2.LINE_AA)
+        draw_bad_label(image, f"BAD: {result.quality.reasons[row] or 'bad'}")
     return image
-
-
-# -- text --------------------------------------------------------------------------------------
-
-
-class GlyphFont:
-    """A tiny bitmap font: each character is rendered once with Pillow's bundled font, then reused.
-
-    Pillow ships its default font inside the package (no download); drawing a label is a few
-    NumPy blends of cached glyph masks.
-    """
-
-    def __init__(self, size_px: int) -> None:
-        from PIL import ImageFont
-
-        self.size_px = int(size_px)
-        self._font = ImageFont.load_default(size=self.size_px)
-        ascent, descent = self._font.getmetrics()
-        self.height_px = int(ascent + descent)
-        self._glyphs: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def glyph(self, char: str) -> np.ndarray:
-        """(height_px, advance) float32 coverage in [0, 1] of one character."""
-        with self._lock:
-            hit = self._glyphs.get(char)
-            if hit is not None:
-                return hit
-        from PIL import Image, ImageDraw
-
-        advance = max(1, round(self._font.getlength(char)))
-        canvas = Image.new("L", (advance, self.height_px), 0)
-        ImageDraw.Draw(canvas).text((0, 0), char, font=self._font, fill=255)
-        mask = np.asarray(canvas, np.float32) / 255.0
-        mask.setflags(write=False)
-        with self._lock:
-            self._glyphs[char] = mask
-        return mask
-
-    def width_px(self, text: str) -> int:
-        return sum(self.glyph(c).shape[1] for c in text)
-
-    def draw(self, image: np.ndarray, text: str, x: int, y: int, rgb: tuple[int, int, int]) -> int:
-        """Blend ``text`` into ``image`` (H, W, 3) uint8 with its top-left at (x, y), clipped.
-
-        Returns
-        -------
-        The x just after the last character.
-        """
-        colour = np.asarray(rgb, np.float32)
-        h_img, w_img = image.shape[:2]
-        for char in text:
-            mask = self.glyph(char)
-            gh, gw = mask.shape
-            x0, y0, x1, y1 = max(x, 0), max(y, 0), min(x + gw, w_img), min(y + gh, h_img)
-            if x0 < x1 and y0 < y1 and char != " ":
-                a = mask[y0 - y : y1 - y, x0 - x : x1 - x, None]
-                region = image[y0:y1, x0:x1].astype(np.float32)
-                image[y0:y1, x0:x1] = (region + a * (colour - region) + 0.5).astype(np.uint8)
-            x += gw
-        return x
-
-
-@functools.lru_cache(maxsize=8)
-def glyph_font(size_px: int) -> GlyphFont:
-    """A shared :class:`GlyphFont` per pixel size."""
-    return GlyphFont(size_px)

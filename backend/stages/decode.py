@@ -5,74 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
 
-from backend.config import PROFILES, Profile, param, validate_fields
+from backend.config import PROFILES, Profile, Registry, Variant, param, validate_fields
 from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
+from backend.pipeline.quirks import quirk_on, quirk_warning, reproduces_cvp
 from backend.records import Candidates, DecodedFrames, Geometry, RunWarning, VideoInfo
-from backend.stages.signals import SIGNAL_KINDS, SignalConfig, compute_signals
+from backend.stages.signals import SIGNALS, SignalConfig, compute_signals
 from native import frame_stats, gateway
 
 BITCOST_GRIDS = ("adaptive", "sub", "mb", "ctu")
 PIXEL_SOURCES = ("fast_reader", "full_decode")
-SCORE_SIGNALS = ("bitcost", *SIGNAL_KINDS)
 GRID_KEYS = {"sub": "sub_mb_bit_cost", "mb": "mb_bit_cost", "ctu": "ctu_bit_cost"}
 _FALLBACK_ORDER = ("sub_mb_bit_cost", "mb_bit_cost", "ctu_bit_cost")
-
-
-@dataclass(frozen=True, kw_only=True)
-class DecodeConfig:
-    """Which bitcost grid to read and where pixels come from."""
-
-    bitcost_grid: str = param(
-        "adaptive",
-        label="Bitcost grid",
-        help="adaptive: CTU/superblock for HEVC/VP9, macroblock otherwise; sub: 4×4 cells",
-        choices=BITCOST_GRIDS,
-    )
-    score: str = param(
-        "bitcost",
-        label="Score signal",
-        help="bitcost (cvp's patched reader) or a signal of backend.stages.signals: mv, residual, qp, "
-        "mvres, pkt_energy (pixels then come from a normal decode)",
-        choices=SCORE_SIGNALS,
-    )
-    pixel_source: str = param(
-        "fast_reader",
-        label="Pixels",
-        help="fast_reader: cvp's reader (loop filter skipped); full_decode: a normal, "
-        "deblocked decode (clean profile only)",
-        choices=PIXEL_SOURCES,
-    )
-    workers: int = param(
-        2,
-        label="Decode workers",
-        help="processes a read may split into (both profiles; threads for per-frame work read here)",
-        min=1,
-        max=64,
-    )
-    profile: Profile = param(
-        "clean",
-        label="Profile",
-        help="parity reads like cvp (target-only pruning, copy backfill); clean gives "
-        "every frame its own bitcost",
-        choices=PROFILES,
-    )
-
-    def __post_init__(self) -> None:
-        validate_fields(self)
-        if self.profile == "parity" and self.score != "bitcost":
-            raise ValueError(
-                f"Invalid score ({self.score!r}) for the parity profile. Supported values are 'bitcost'."
-            )
-        if self.profile == "parity" and self.pixel_source != "fast_reader":
-            raise ValueError(
-                f"Invalid pixel source ({self.pixel_source!r}) for the parity profile. "
-                "Supported values are 'fast_reader'."
-            )
 
 
 def grid_for_codec(grid: str, codec_name: str) -> str:
@@ -96,7 +44,7 @@ def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
             path=info.path,
             stage="decode",
         )
-    if config.profile == "parity" and info.width % 16:
+    if info.width % 16 and quirk_on(config.profile, "width_not_multiple_of_16"):
         raise UnsupportedVideoError(
             f"frame width {info.width} (size {info.width}x{info.height}) is not a multiple of 16: "
             "partial macroblock columns misalign cvp's stretched bitcost grid; use --profile clean",
@@ -264,7 +212,7 @@ def _read(
     work: FrameWork,
 ) -> _ReadOut:
     """Reader dicts for the request, the pixels, per-frame work results and how it was read."""
-    parity = config.profile == "parity"
+    pruning = quirk_on(config.profile, "target_only_pruning")
     uniq = sorted(set(ids))
     log: list[str] = []  # the decoder's complaints about a damaged stream, reported once
     split_failure: str | None = None
@@ -296,7 +244,7 @@ def _read(
                 by_grid[fid] = grid
         return FrameResults(pixels=by_pixels, grids=by_grid)
 
-    if parts and (not parity or pruning_cannot_drop(uniq)):
+    if parts and (not pruning or pruning_cannot_drop(uniq)):
         # Nothing can be pruned, so unpruned halves give exactly the serial result.
         reads = gateway.SegmentReads(
             info.path,
@@ -326,7 +274,7 @@ def _read(
     pixel_reads = None
     if parts and pixels:
         # Pixels dominate; children read them while this process runs the exact
-        # (pruned, in parity) bitcost-only pass, which also skips the IDCT.
+        # (pruned, where cvp's pruning is reproduced) bitcost-only pass, which also skips the IDCT.
         pixel_reads = gateway.SegmentReads(
             info.path,
             parts,
@@ -338,13 +286,13 @@ def _read(
             seek=seek,
             **size,
         )
-    # Parity asks exactly as cvp does (repeats and target-only pruning included),
-    # because which frames lose their map depends on the whole request.
+    # With pruning, ask exactly as cvp does (repeats included), because which frames
+    # lose their map depends on the whole request.
     items = gateway.read_bitcost(
         info.path,
-        ids if parity else uniq,
+        ids if pruning else uniq,
         export_pixels=pixels and pixel_reads is None,
-        target_only=parity,
+        target_only=pruning,
         decoder_log=log,
         **size,
     )
@@ -383,10 +331,20 @@ def _read(
         )
 
 
-def _decode_signal(
-    info: VideoInfo, candidates: Candidates, geometry: Geometry, config: DecodeConfig
-) -> DecodedFrames:
-    """Pixels from a normal decode and grids from a decoder-side signal (no bitcost)."""
+class DecodeResult(NamedTuple):
+    """What the decode stage produced: the frames, and what the per-frame work returned."""
+
+    decoded: DecodedFrames
+    per_frame: FrameResults
+
+
+def decode_signal(
+    info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig, work: FrameWork
+) -> DecodeResult:
+    """Pixels from a normal decode and grids from a decoder-side signal (no bitcost).
+
+    ``work`` is not run: the quality and score stages then compute every frame themselves.
+    """
     signals = compute_signals(info, candidates.frame_indices, config=SignalConfig(kind=config.score))
     h, w = geometry.processed_hw
     ids = [int(i) for i in candidates.frame_indices]
@@ -401,7 +359,7 @@ def _decode_signal(
         warnings.append(
             RunWarning("signal_proxy", f"{config.score} on {info.codec_name}: {signals.exactness}")
         )
-    return DecodedFrames(
+    decoded = DecodedFrames(
         frame_indices=np.asarray(ids, dtype=np.int32),
         pixels=pixels,
         grids=signals.grids,
@@ -412,63 +370,20 @@ def _decode_signal(
         read_mode=f"signal {config.score} ({signals.exactness})",
         warnings=tuple(warnings),
     )
+    return DecodeResult(decoded, FrameResults())
 
 
-def decode(
-    info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig
-) -> DecodedFrames:
-    """Read pixels and bitcost grids for every candidate frame (see :func:`decode_frames`)."""
-    return decode_frames(info, candidates, geometry, config=config)[0]
-
-
-def decode_frames(
-    info: VideoInfo,
-    candidates: Candidates,
-    geometry: Geometry,
-    *,
-    config: DecodeConfig,
-    work: FrameWork | None = None,
-) -> tuple[DecodedFrames, FrameResults]:
-    """Read pixels and bitcost grids for every candidate frame, running ``work`` per frame.
-
-    Parameters
-    ----------
-    info : probe result.
-    candidates : (n,) frame indices to read (repeats allowed).
-    geometry : decoder output and processed sizes.
-    config : grid, pixel source and profile.
-    work : per-frame functions run where frames land (inside the reader workers of a
-        split read); their results come back keyed by frame index.
-
-    Returns
-    -------
-    DecodedFrames with ``pixels`` (n, H, W, 3) RGB uint8 at ``geometry.processed_hw``
-    and one raw grid per row. In parity, frames the reader returned without bitcost
-    carry a copy of an earlier frame's bitcost, picture type and pixels (cvp quirk 7),
-    each recorded as a ``bitcost_backfill`` warning. FrameResults of ``work`` for the
-    frames it reached: ``on_pixels`` only on the rows' final pixels, ``on_grid`` only
-    on the grids kept.
-
-    Raises
-    ------
-    UnsupportedVideoError : codec without bitcost; parity with a width not multiple of 16.
-    BitcostUnavailableError : no frame had the grid the scorer needs.
-    DecodeError : the reader failed, or (clean) a frame came back without bitcost.
-    ValueError : a negative frame index among the candidates.
-    """
-    if candidates.frame_indices.size and int(candidates.frame_indices.min()) < 0:
-        raise ValueError(
-            f"Invalid frame index ({int(candidates.frame_indices.min())}). Supported values are 0 and above."
-        )
-    if config.score != "bitcost":
-        return _decode_signal(info, candidates, geometry, config), FrameResults()
-    work = work or FrameWork()
+def decode_bitcost(
+    info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig, work: FrameWork
+) -> DecodeResult:
+    """Pixels and bitcost grids from cvp's patched reader (see :func:`decode_frames`)."""
     _check_supported(info, config)
     ids = [int(i) for i in candidates.frame_indices]
-    parity = config.profile == "parity"
+    backfill = quirk_on(config.profile, "bitcost_backfill")
     # cvp asks ffprobe for the codec name in a format that prints it once per program
     # too, so MPEG-TS streams resolve to the macroblock grid (why HEVC .ts fails there).
-    reader_codec = "" if (parity and info.has_programs) else info.codec_name
+    ts_name = info.has_programs and quirk_on(config.profile, "ts_codec_name")
+    reader_codec = "" if ts_name else info.codec_name
     fetch_grid = grid_for_codec(config.bitcost_grid, reader_codec)
     wanted = (GRID_KEYS[fetch_grid],) if fetch_grid in GRID_KEYS else _FALLBACK_ORDER
     score_key = GRID_KEYS[grid_for_codec(config.bitcost_grid, info.codec_name)]
@@ -509,10 +424,10 @@ def decode_frames(
             src_item[row] = item
             source[row] = fid
             last_good = row
-        elif parity and last_good is not None:
+        elif backfill and last_good is not None:
             src_item[row] = src_item[last_good]
             source[row] = source[last_good]
-    if parity:
+    if backfill:
         if last_good is None:
             raise BitcostUnavailableError(
                 "no bitcost for any frame (cv_reader returned none)", path=info.path, stage="decode"
@@ -522,7 +437,7 @@ def decode_frames(
                 src_item[row] = src_item[last_good]
                 source[row] = source[last_good]
     missing_rows = [r for r in range(n) if src_item[r] is None]
-    if missing_rows and not parity:
+    if missing_rows and not backfill:
         said = f"; the decoder reported: {damage}" if damage else ""
         raise DecodeError(
             f"{len(missing_rows)} of {n} frames returned no bitcost (first: frame {ids[missing_rows[0]]})"
@@ -533,7 +448,7 @@ def decode_frames(
     for row in range(n):
         if source[row] != ids[row]:
             warnings.append(
-                RunWarning(
+                quirk_warning(
                     "bitcost_backfill",
                     f"frame {ids[row]}: bitcost missing, backfilled with frame {source[row]}'s "
                     "bitcost, picture type and pixels",
@@ -601,9 +516,9 @@ def decode_frames(
                 raise DecodeError("frame not reached by the decoder", path=info.path, frame_index=fid)
             pixels[row] = frames[fid]
         results = FrameResults(grids=results.grids)  # on_pixels saw no final pixels
-    if parity:
+    if quirk_on(config.profile, "meta_backend_mislabelled"):
         warnings.append(
-            RunWarning(
+            quirk_warning(
                 "meta_backend_mislabelled",
                 "meta.json decode_backend says ffmpeg_native (cvp hard-codes it); pixels came from "
                 "cv_reader with the loop filter skipped",
@@ -620,4 +535,133 @@ def decode_frames(
         read_mode=read.mode,
         warnings=tuple(warnings),
     )
-    return decoded, results
+    return DecodeResult(decoded, results)
+
+
+@dataclass(frozen=True)
+class Scorer(Variant):
+    """A score source: the decode variant that reads its grids, and how the score stage scales them.
+
+    ``function(info, candidates, geometry, *, config, work) -> DecodeResult``;
+    ``normalisation`` names an entry of ``backend.stages.score.NORMALISERS``.
+    """
+
+    normalisation: str = "frame_percentile"
+
+
+SCORERS: Registry[Scorer] = Registry(
+    "score",
+    (
+        Scorer("bitcost", decode_bitcost, "bits the encoder spent per cell (cvp's patched reader)"),
+        # Every signal of backend.stages.signals, computed on the candidates.
+        *(
+            Scorer(s.name, decode_signal, s.help, config_class=SignalConfig, normalisation=s.normalisation)
+            for s in SIGNALS.values()
+        ),
+    ),
+)
+SCORE_SIGNALS = SCORERS.names
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeConfig:
+    """Which bitcost grid to read and where pixels come from."""
+
+    bitcost_grid: str = param(
+        "adaptive",
+        label="Bitcost grid",
+        help="adaptive: CTU/superblock for HEVC/VP9, macroblock otherwise; sub: 4×4 cells",
+        choices=BITCOST_GRIDS,
+    )
+    score: str = param(
+        "bitcost",
+        label="Score signal",
+        help="bitcost (cvp's patched reader) or a signal of backend.stages.signals: "
+        f"{', '.join(SIGNALS)} (pixels then come from a normal decode)",
+        choices=SCORE_SIGNALS,
+    )
+    pixel_source: str = param(
+        "fast_reader",
+        label="Pixels",
+        help="fast_reader: cvp's reader (loop filter skipped); full_decode: a normal, "
+        "deblocked decode (clean profile only)",
+        choices=PIXEL_SOURCES,
+    )
+    workers: int = param(
+        2,
+        label="Decode workers",
+        help="processes a read may split into (both profiles; threads for per-frame work read here)",
+        min=1,
+        max=64,
+    )
+    profile: Profile = param(
+        "clean",
+        label="Profile",
+        help="parity reads like cvp (target-only pruning, copy backfill); clean gives "
+        "every frame its own bitcost",
+        choices=PROFILES,
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+        # cvp selects by bitcost only, with its own reader's pixels.
+        if reproduces_cvp(self.profile) and self.score != "bitcost":
+            raise ValueError(
+                f"Invalid score ({self.score!r}) for the parity profile. Supported values are 'bitcost'."
+            )
+        if reproduces_cvp(self.profile) and self.pixel_source != "fast_reader":
+            raise ValueError(
+                f"Invalid pixel source ({self.pixel_source!r}) for the parity profile. "
+                "Supported values are 'fast_reader'."
+            )
+
+
+def decode(
+    info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig
+) -> DecodedFrames:
+    """Read pixels and bitcost grids for every candidate frame (see :func:`decode_frames`)."""
+    return decode_frames(info, candidates, geometry, config=config).decoded
+
+
+def decode_frames(
+    info: VideoInfo,
+    candidates: Candidates,
+    geometry: Geometry,
+    *,
+    config: DecodeConfig,
+    work: FrameWork | None = None,
+) -> DecodeResult:
+    """Read pixels and score grids for every candidate frame, running ``work`` per frame.
+
+    Parameters
+    ----------
+    info : probe result.
+    candidates : (n,) frame indices to read (repeats allowed).
+    geometry : decoder output and processed sizes.
+    config : grid, pixel source and profile.
+    work : per-frame functions run where frames land (inside the reader workers of a
+        split read); their results come back keyed by frame index.
+
+    Returns
+    -------
+    DecodeResult (decoded, per_frame), from the scorer ``config.score`` names (:data:`SCORERS`).
+    ``decoded``: DecodedFrames with ``pixels`` (n, H, W, 3) RGB uint8 at
+    ``geometry.processed_hw`` and one raw grid per row. In parity, frames the reader
+    returned without bitcost carry a copy of an earlier frame's bitcost, picture type and
+    pixels (cvp quirk 7), each recorded as a ``bitcost_backfill`` warning. ``per_frame``:
+    FrameResults of ``work`` for the frames it reached: ``on_pixels`` only on the rows'
+    final pixels, ``on_grid`` only on the grids kept.
+
+    Raises
+    ------
+    UnsupportedVideoError : codec without bitcost; parity with a width not multiple of 16.
+    BitcostUnavailableError : no frame had the grid the scorer needs.
+    DecodeError : the reader failed, or (clean) a frame came back without bitcost.
+    ValueError : a negative frame index among the candidates.
+    """
+    if candidates.frame_indices.size and int(candidates.frame_indices.min()) < 0:
+        raise ValueError(
+            f"Invalid frame index ({int(candidates.frame_indices.min())}). Supported values are 0 and above."
+        )
+    scorer = SCORERS.lookup(config.score)
+    return scorer.function(info, candidates, geometry, config=config, work=work or FrameWork())

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from backend.config import PROFILES, Profile, param, validate_fields
 from backend.errors import UnsupportedVideoError
+from backend.pipeline.quirks import quirk_on
 from backend.records import Geometry, VideoInfo
 
 MIN_FRAME_SIDE = 16  # one macroblock; below this no codec grid covers a patch
@@ -90,7 +91,7 @@ def resolve_geometry(info: VideoInfo, *, config: GeometryConfig) -> Geometry:
     kwargs = {"factor": factor, "min_pixels": config.min_pixels, "max_pixels": config.max_pixels}
     try:
         prepared = smart_resize(h0, w0, **kwargs)
-        if config.profile == "parity":
+        if quirk_on(config.profile, "double_resize"):
             processed = smart_resize(*prepared, **kwargs)
         else:
             if prepared[0] * prepared[1] > config.max_pixels and h0 * w0 <= config.max_pixels:

@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from backend.config import PROFILES, Profile, param, validate_fields
+from backend.config import PROFILES, Profile, Registry, Variant, param, validate_fields
 from backend.errors import PipelineError
+from backend.pipeline.quirks import quirk, quirk_on, quirk_warning
 from backend.records import (
     Candidates,
     Geometry,
@@ -23,77 +24,8 @@ from backend.records import (
     VideoInfo,
 )
 
-GROUPING_MODES = ("readiness", "fixed")
-THRESHOLD_MODES = ("legacy", "auto", "fixed", "clamped_sqrt_bpppf")
-
-
-@dataclass(frozen=True, kw_only=True)
-class GroupConfig:
-    """Grouping parameters (cvp option names)."""
-
-    grouping_mode: str = param(
-        "readiness", label="Grouping", help="readiness or fixed-size groups", choices=GROUPING_MODES
-    )
-    group_size: int = param(
-        32,
-        label="Group size",
-        help="fixed group length; chunk for threshold estimation",
-        min=1,
-        max=100000,
-    )
-    images_per_group: int = param(
-        4,
-        label="Images per group",
-        help="canvases per group (1 anchor + rest blocks)",
-        min=1,
-        max=1024,
-    )
-    min_group_frames: int = param(
-        8, label="Min group frames", help="smallest readiness group (at least 4)", min=1, max=100000
-    )
-    max_group_frames: int = param(
-        64, label="Max group frames", help="largest readiness group", min=1, max=100000
-    )
-    readiness_sum_threshold_mode: str = param(
-        "legacy",
-        label="Threshold mode",
-        help="legacy: estimate unless a threshold is given; auto: estimate; fixed: as given; "
-        "clamped_sqrt_bpppf: norm threshold × sqrt(clamped bits per pixel per frame)",
-        choices=THRESHOLD_MODES,
-    )
-    readiness_sum_threshold: float = param(
-        0.0, label="Threshold", help="top-K sum a group must reach", min=0.0, max=1e12
-    )
-    readiness_norm_sum_threshold: float = param(
-        2250000.0, label="Norm threshold", help="for clamped_sqrt_bpppf", min=0.0, max=1e12
-    )
-    bpppf_clamp_min: float = param(
-        0.015, label="bpppf min", help="lower clamp of bits per pixel per frame", min=0.0, max=100.0
-    )
-    bpppf_clamp_max: float = param(
-        0.09, label="bpppf max", help="upper clamp of bits per pixel per frame", min=0.0, max=100.0
-    )
-    readiness_coverage_bins: int = param(
-        3, label="Coverage bins", help="time bins the top-K must touch", min=1, max=64
-    )
-    readiness_delta_ratio: float = param(
-        0.05, label="Gain ratio", help="stop when the top-K sum gains less", min=0.0, max=10.0
-    )
-    profile: Profile = param(
-        "clean",
-        label="Profile",
-        help="parity drops a short readiness tail like cvp; clean merges it into the last group",
-        choices=PROFILES,
-    )
-
-    def __post_init__(self) -> None:
-        validate_fields(self)
-
-    @property
-    def frame_limits(self) -> tuple[int, int]:
-        """(min_frames, max_frames) after cvp's floors."""
-        mn = max(4, self.min_group_frames)
-        return mn, max(mn, self.max_group_frames)
+MIN_GROUP_FRAMES = 4
+"""cvp's floor on the frames of a readiness group (spec §11.1)."""
 
 
 def block_budget(geometry: Geometry, images_per_group: int) -> int:
@@ -350,10 +282,18 @@ def _bin_count(bits: np.ndarray) -> int:
     return int(np.bitwise_or.reduce(bits)).bit_count() if bits.size else 0
 
 
-def resolve_threshold(
-    info: VideoInfo, scores: ScoreMaps, *, budget: int, config: GroupConfig
-) -> tuple[float, dict[str, Any]]:
-    """The readiness threshold and the bits-per-pixel figures behind it."""
+# --------------------------------------------------------------------------- thresholds
+
+
+class Threshold(NamedTuple):
+    """A readiness threshold and where it came from."""
+
+    value: float
+    source: str
+
+
+def _bits_per_pixel(info: VideoInfo, config: GroupConfig) -> dict[str, Any]:
+    """Bits per frame and per pixel per frame, clamped, and the threshold factor from them."""
     fps_safe = info.fps or 1.0
     bit_rate = info.bit_rate
     bits_per_frame = bit_rate / max(fps_safe, 1e-6) if bit_rate > 0 else 0.0
@@ -364,24 +304,26 @@ def resolve_threshold(
     if config.bpppf_clamp_max > 0:
         clamped = min(clamped, config.bpppf_clamp_max)
     factor = math.sqrt(clamped) if clamped > 1e-12 else 1.0
-    debug = {
+    return {
         "bits_per_frame": bits_per_frame,
         "bits_per_pixel_per_frame": bpppf,
         "bits_per_pixel_per_frame_clamped": clamped,
         "readiness_threshold_norm_factor": factor,
         "threshold_source": "",
     }
-    if config.grouping_mode != "readiness":
-        debug |= {"bits_per_pixel_per_frame_clamped": bpppf, "readiness_threshold_norm_factor": 1.0}
-        debug["threshold_source"] = "not used (fixed grouping)"
-        return float(config.readiness_sum_threshold), debug
-    mode = config.readiness_sum_threshold_mode
-    if mode == "clamped_sqrt_bpppf":
-        debug["threshold_source"] = "norm threshold × sqrt(clamped bpppf)"
-        return config.readiness_norm_sum_threshold * factor, debug
-    if mode == "fixed" or (mode == "legacy" and config.readiness_sum_threshold > 0):
-        debug["threshold_source"] = "given"
-        return float(config.readiness_sum_threshold), debug
+
+
+def given_threshold(
+    scores: ScoreMaps, bits: dict[str, Any], *, budget: int, config: GroupConfig
+) -> Threshold:
+    """``readiness_sum_threshold`` as given (0: only the coverage decides)."""
+    return Threshold(float(config.readiness_sum_threshold), "given")
+
+
+def estimated_threshold(
+    scores: ScoreMaps, bits: dict[str, Any], *, budget: int, config: GroupConfig
+) -> Threshold:
+    """The mean top-K sum over consecutive chunks of ``group_size`` candidates (short chunks skipped)."""
     chunk = max(1, config.group_size)
     min_len = max(4, config.readiness_coverage_bins + 1)
     sums = []
@@ -395,8 +337,50 @@ def resolve_threshold(
                 "topk_candidate_block_score_sum"
             ]
         )
-    debug["threshold_source"] = f"mean top-K sum of {len(sums)} chunks of {chunk}"
-    return (float(np.mean(np.asarray(sums, dtype=np.float64))) if sums else 0.0), debug
+    value = float(np.mean(np.asarray(sums, dtype=np.float64))) if sums else 0.0
+    return Threshold(value, f"mean top-K sum of {len(sums)} chunks of {chunk}")
+
+
+def legacy_threshold(
+    scores: ScoreMaps, bits: dict[str, Any], *, budget: int, config: GroupConfig
+) -> Threshold:
+    """The given threshold when it is above 0, else the estimate."""
+    if config.readiness_sum_threshold > 0:
+        return given_threshold(scores, bits, budget=budget, config=config)
+    return estimated_threshold(scores, bits, budget=budget, config=config)
+
+
+def bpppf_threshold(
+    scores: ScoreMaps, bits: dict[str, Any], *, budget: int, config: GroupConfig
+) -> Threshold:
+    """``readiness_norm_sum_threshold`` × sqrt(clamped bits per pixel per frame)."""
+    value = config.readiness_norm_sum_threshold * bits["readiness_threshold_norm_factor"]
+    return Threshold(value, "norm threshold × sqrt(clamped bpppf)")
+
+
+THRESHOLDS: Registry[Variant] = Registry(
+    "readiness sum threshold mode",
+    (
+        Variant("legacy", legacy_threshold, "the given threshold if above 0, else the estimate"),
+        Variant("auto", estimated_threshold, "the mean top-K sum of group_size chunks"),
+        Variant("fixed", given_threshold, "the given threshold"),
+        Variant("clamped_sqrt_bpppf", bpppf_threshold, "norm threshold × sqrt(clamped bpppf)"),
+    ),
+)
+THRESHOLD_MODES = THRESHOLDS.names
+
+
+def resolve_threshold(
+    info: VideoInfo, scores: ScoreMaps, *, budget: int, config: GroupConfig
+) -> tuple[float, dict[str, Any]]:
+    """The readiness threshold and the bits-per-pixel figures behind it."""
+    debug = _bits_per_pixel(info, config)
+    mode = THRESHOLDS.lookup(config.readiness_sum_threshold_mode)
+    threshold, debug["threshold_source"] = mode.function(scores, debug, budget=budget, config=config)
+    return threshold, debug
+
+
+# --------------------------------------------------------------------------- the groupers
 
 
 def _describe(ok: bool, s: float, thr: float, cov: int, need: int) -> str:
@@ -407,7 +391,7 @@ def _describe(ok: bool, s: float, thr: float, cov: int, need: int) -> str:
     return f"only {cov} of {need} time bins covered"
 
 
-def build_groups(
+def fixed_groups(
     info: VideoInfo,
     candidates: Candidates,
     scores: ScoreMaps,
@@ -415,20 +399,35 @@ def build_groups(
     *,
     config: GroupConfig,
 ) -> Groups:
-    """Split the candidates into groups.
+    """Consecutive groups of ``group_size`` candidates (the last may be shorter); no threshold."""
+    n = scores.block_scores.shape[0]
+    budget = block_budget(geometry, config.images_per_group)
+    debug = _bits_per_pixel(info, config)
+    debug |= {
+        "bits_per_pixel_per_frame_clamped": debug["bits_per_pixel_per_frame"],
+        "readiness_threshold_norm_factor": 1.0,
+    }
+    debug["threshold_source"] = "not used (fixed grouping)"
+    debug["block_budget"] = budget
+    size = max(1, config.group_size)
+    specs = [
+        GroupSpec(k, lo, min(n, lo + size), "fixed_group_size", {}) for k, lo in enumerate(range(0, n, size))
+    ]
+    return Groups(tuple(specs), float(config.readiness_sum_threshold), debug, (), None, ())
 
-    Parameters
-    ----------
-    info : probe result (bit rate, size, fps for the threshold).
-    candidates : (n,) frame indices.
-    scores : (n, nblocks) block scores.
-    geometry : patch grid (for the block budget).
-    config : mode, limits and threshold.
 
-    Returns
-    -------
-    Groups whose specs cover [0, n) except, in parity, a dropped readiness tail; the
-    trace has one step per window end the readiness scan evaluated.
+def readiness_groups(
+    info: VideoInfo,
+    candidates: Candidates,
+    scores: ScoreMaps,
+    geometry: Geometry,
+    *,
+    config: GroupConfig,
+) -> Groups:
+    """Grow each group until its top-K blocks reach the threshold and cover the time bins.
+
+    The trace has one step per window end the scan evaluated. A tail shorter than the
+    minimum is dropped where the ``tail_dropped`` quirk is on, else merged into the last group.
     """
     n = scores.block_scores.shape[0]
     budget = block_budget(geometry, config.images_per_group)
@@ -441,21 +440,26 @@ def build_groups(
     dropped: tuple[int, int] | None = None
     ids = candidates.frame_indices
 
-    if config.grouping_mode != "readiness":
-        size = max(1, config.group_size)
-        for k, lo in enumerate(range(0, n, size)):
-            specs.append(GroupSpec(k, lo, min(n, lo + size), "fixed_group_size", {}))
-        return Groups(tuple(specs), threshold, debug, (), None, ())
-
     mn, mx = config.frame_limits
+    raised = [
+        f"{name} {given} ran as {used}"
+        for name, given, used in (
+            ("min_group_frames", config.min_group_frames, mn),
+            ("max_group_frames", config.max_group_frames, mx),
+        )
+        if given != used
+    ]
+    if raised:  # only where the quirk is on: other profiles refuse such limits
+        cite = quirk("group_limits_raised").cite
+        warnings.append(quirk_warning("group_limits_raised", f"{'; '.join(raised)} ({cite})"))
     need = min(bins, config.images_per_group - 1)
     start = 0
     while start < n:
         if n - start < max(4, mn):
-            if config.profile == "parity":
+            if quirk_on(config.profile, "tail_dropped"):
                 dropped = (start, n)
                 warnings.append(
-                    RunWarning(
+                    quirk_warning(
                         "tail_dropped",
                         f"candidates {start}–{n - 1} (frames {int(ids[start])}–{int(ids[n - 1])}) dropped: "
                         f"{n - start} left, fewer than {max(4, mn)} needed for a group",
@@ -518,3 +522,121 @@ def build_groups(
         specs.append(GroupSpec(gi, start, chosen, reason, chosen_stats))
         start = chosen
     return Groups(tuple(specs), threshold, debug, tuple(trace), dropped, tuple(warnings))
+
+
+GROUPERS: Registry[Variant] = Registry(
+    "grouping mode",
+    (
+        Variant("readiness", readiness_groups, "grow each group until its top-K blocks are ready"),
+        Variant("fixed", fixed_groups, "consecutive groups of group_size candidates"),
+    ),
+)
+GROUPING_MODES = GROUPERS.names
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupConfig:
+    """Grouping parameters (cvp option names)."""
+
+    grouping_mode: str = param(
+        "readiness", label="Grouping", help="readiness or fixed-size groups", choices=GROUPERS.names
+    )
+    group_size: int = param(
+        32,
+        label="Group size",
+        help="fixed group length; chunk for threshold estimation",
+        min=1,
+        max=100000,
+    )
+    images_per_group: int = param(
+        4,
+        label="Images per group",
+        help="canvases per group (1 anchor + rest blocks)",
+        min=1,
+        max=1024,
+    )
+    min_group_frames: int = param(
+        8, label="Min group frames", help="smallest readiness group (at least 4)", min=1, max=100000
+    )
+    max_group_frames: int = param(
+        64, label="Max group frames", help="largest readiness group", min=1, max=100000
+    )
+    readiness_sum_threshold_mode: str = param(
+        "legacy",
+        label="Threshold mode",
+        help="legacy: estimate unless a threshold is given; auto: estimate; fixed: as given; "
+        "clamped_sqrt_bpppf: norm threshold × sqrt(clamped bits per pixel per frame)",
+        choices=THRESHOLDS.names,
+    )
+    readiness_sum_threshold: float = param(
+        0.0, label="Threshold", help="top-K sum a group must reach", min=0.0, max=1e12
+    )
+    readiness_norm_sum_threshold: float = param(
+        2250000.0, label="Norm threshold", help="for clamped_sqrt_bpppf", min=0.0, max=1e12
+    )
+    bpppf_clamp_min: float = param(
+        0.015, label="bpppf min", help="lower clamp of bits per pixel per frame", min=0.0, max=100.0
+    )
+    bpppf_clamp_max: float = param(
+        0.09, label="bpppf max", help="upper clamp of bits per pixel per frame", min=0.0, max=100.0
+    )
+    readiness_coverage_bins: int = param(
+        3, label="Coverage bins", help="time bins the top-K must touch", min=1, max=64
+    )
+    readiness_delta_ratio: float = param(
+        0.05, label="Gain ratio", help="stop when the top-K sum gains less", min=0.0, max=10.0
+    )
+    profile: Profile = param(
+        "clean",
+        label="Profile",
+        help="parity drops a short readiness tail like cvp; clean merges it into the last group",
+        choices=PROFILES,
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+        if quirk_on(self.profile, "group_limits_raised"):
+            return  # cvp accepts any limits and raises them (spec §11.1); the grouper warns
+        if self.min_group_frames < MIN_GROUP_FRAMES:
+            raise ValueError(
+                f"Invalid min group frames ({self.min_group_frames!r}) for the {self.profile} profile. "
+                f"Supported values are at least {MIN_GROUP_FRAMES}."
+            )
+        if self.max_group_frames < self.min_group_frames:
+            raise ValueError(
+                f"Invalid max group frames ({self.max_group_frames!r}) for the {self.profile} profile. "
+                f"Supported values are at least min group frames ({self.min_group_frames})."
+            )
+
+    @property
+    def frame_limits(self) -> tuple[int, int]:
+        """(min_frames, max_frames) after cvp's floors."""
+        mn = max(MIN_GROUP_FRAMES, self.min_group_frames)
+        return mn, max(mn, self.max_group_frames)
+
+
+def build_groups(
+    info: VideoInfo,
+    candidates: Candidates,
+    scores: ScoreMaps,
+    geometry: Geometry,
+    *,
+    config: GroupConfig,
+) -> Groups:
+    """Split the candidates into groups with the grouper ``config.grouping_mode`` names.
+
+    Parameters
+    ----------
+    info : probe result (bit rate, size, fps for the threshold).
+    candidates : (n,) frame indices.
+    scores : (n, nblocks) block scores.
+    geometry : patch grid (for the block budget).
+    config : mode, limits and threshold.
+
+    Returns
+    -------
+    Groups whose specs cover [0, n) except, in parity, a dropped readiness tail; the
+    trace has one step per window end the readiness scan evaluated.
+    """
+    grouper = GROUPERS.lookup(config.grouping_mode)
+    return grouper.function(info, candidates, scores, geometry, config=config)

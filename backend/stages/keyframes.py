@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from backend.config import PROFILES, Profile, option_of, param, validate_fields
+from backend.pipeline.quirks import quirk_on, quirk_warning
 from backend.records import Candidates, RunWarning, VideoInfo
 from backend.stages.sample import SampleConfig, Sampled
 
@@ -37,13 +38,14 @@ class KeyframeConfig:
 def keyframe_list(info: VideoInfo, *, profile: Profile) -> tuple[int, ...]:
     """Sorted keyframe indices with 0 included, as the given profile sees them."""
     total = info.total_frames
-    if profile == "parity":
+    if quirk_on(profile, "ffprobe_keyframes"):
         if info.stss_keyframes is not None:
             return info.stss_keyframes
         fps_use = info.fps if info.fps > 0 else 30.0
         # ffprobe's -skip_frame nokey is ignored by FFmpeg 5.1's VP9 decoder, so cvp
         # sees every frame as a keyframe there (spec quirk 9).
-        mask = np.ones_like(info.packet_is_keyframe) if info.codec_name == "vp9" else info.packet_is_keyframe
+        all_key = info.codec_name == "vp9" and quirk_on(profile, "vp9_keyframes_all")
+        mask = np.ones_like(info.packet_is_keyframe) if all_key else info.packet_is_keyframe
         ts = info.packet_pts_secs[mask]
         ids = {min(max(round(float(t) * fps_use), 0), total - 1) for t in ts if np.isfinite(t)}
     else:
@@ -149,9 +151,14 @@ def avoid_keyframes(sampled: Sampled, info: VideoInfo, *, config: KeyframeConfig
     result = np.asarray(_dedup_refill(shifted, keys, total), dtype=np.int32)
     debug["keyframes_found"] = len(keys_list)
     debug["sampled_frames_after_keyframe_shift"] = int(result.size)
-    if config.profile == "parity" and info.codec_name == "vp9" and info.stss_keyframes is None:
+    # Without an stss box cvp asks ffprobe, which lists every VP9 frame (keyframe_list).
+    if (
+        info.codec_name == "vp9"
+        and info.stss_keyframes is None
+        and quirk_on(config.profile, "vp9_keyframes_all")
+    ):
         warnings.append(
-            RunWarning(
+            quirk_warning(
                 "vp9_keyframes_all",
                 f"keyframe avoidance inactive: the probe lists all {len(keys_list)} frames "
                 "as keyframes (ffprobe -skip_frame nokey ignored for VP9)",
@@ -161,7 +168,7 @@ def avoid_keyframes(sampled: Sampled, info: VideoInfo, *, config: KeyframeConfig
     if still_key:
         shown = ", ".join(map(str, still_key[:8])) + (" …" if len(still_key) > 8 else "")
         warnings.append(
-            RunWarning(
+            quirk_warning(
                 "keyframes_kept",
                 f"keyframes {shown} kept despite avoid_keyframes (refill or no free neighbour)",
             )

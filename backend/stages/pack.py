@@ -6,19 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.config import option_of, validate_fields
+from backend.config import Registry, Variant, option_of, param, validate_fields
 from backend.records import Canvases, DecodedFrames, Geometry, Selection
 from backend.stages.group import GroupConfig
-
-
-@dataclass(frozen=True, kw_only=True)
-class PackConfig:
-    """Packing parameters."""
-
-    images_per_group: int = option_of(GroupConfig, "images_per_group")
-
-    def __post_init__(self) -> None:
-        validate_fields(self)
 
 
 def _block_view(a: np.ndarray, block_grid_hw: tuple[int, int], f: int) -> np.ndarray:
@@ -27,8 +17,10 @@ def _block_view(a: np.ndarray, block_grid_hw: tuple[int, int], f: int) -> np.nda
     return a.reshape(a.shape[0], bh_n, f, bw_n, f, 3).transpose(0, 1, 3, 2, 4, 5)
 
 
-def pack(selection: Selection, decoded: DecodedFrames, geometry: Geometry, *, config: PackConfig) -> Canvases:
-    """Pack every processed group into ``images_per_group`` canvases.
+def pack_block_raster(
+    selection: Selection, decoded: DecodedFrames, geometry: Geometry, *, config: PackConfig
+) -> Canvases:
+    """Pack every processed group into ``images_per_group`` canvases (cvp's layout, spec §12.5).
 
     Canvas 0 of a group is its anchor frame; the kept blocks follow in (frame, block
     row, block col) order, filling canvases 1… in block-raster order; the rest is black
@@ -113,3 +105,48 @@ def pack(selection: Selection, decoded: DecodedFrames, geometry: Geometry, *, co
     tokens[:, 6] = np.repeat(group_index, n_tok)
     tokens[:, 7] = valid
     return Canvases(images=images, tokens=tokens, canvas_group_index=np.repeat(group_index, ipg))
+
+
+PACKERS: Registry[Variant] = Registry(
+    "packer",
+    (
+        Variant(
+            "block_raster",
+            pack_block_raster,
+            "anchor frame, then the kept blocks by (frame, block row, block col) in block-raster order",
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackConfig:
+    """Packing parameters."""
+
+    images_per_group: int = option_of(GroupConfig, "images_per_group")
+    packer: str = param(
+        "block_raster",
+        label="Packer",
+        help="how kept blocks are laid out on the canvases",
+        choices=PACKERS.names,
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+
+def pack(selection: Selection, decoded: DecodedFrames, geometry: Geometry, *, config: PackConfig) -> Canvases:
+    """Pack every processed group into canvases with the packer ``config.packer`` names.
+
+    Parameters
+    ----------
+    selection : anchors and kept blocks per group.
+    decoded : the candidates' pixels.
+    geometry : patch grid.
+    config : images per group and packer.
+
+    Returns
+    -------
+    Canvases with images (C, H, W, 3) and tokens (C·S, 8) (see :func:`pack_block_raster`).
+    """
+    return PACKERS.lookup(config.packer).function(selection, decoded, geometry, config=config)

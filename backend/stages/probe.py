@@ -11,6 +11,7 @@ import numpy as np
 
 from backend.config import PROFILES, Profile, param, validate_fields
 from backend.errors import InputError, ProbeError
+from backend.pipeline.quirks import quirk_on
 from backend.records import VideoInfo
 from native import gateway
 from native.errors import FFmpegError
@@ -164,7 +165,7 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
 
     if raw.nb_frames > 0:
         total, source = raw.nb_frames, "header"
-    elif config.profile == "parity" and fps > 0 and raw.duration_secs > 0:
+    elif fps > 0 and raw.duration_secs > 0 and quirk_on(config.profile, "frame_count_estimated"):
         total, source = round(fps * raw.duration_secs), "duration_estimate"
     else:
         total, source = int(raw.packet_size_bytes.size), "counted"

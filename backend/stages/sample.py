@@ -8,17 +8,85 @@ from typing import Any
 
 import numpy as np
 
-from backend.config import PROFILES, Profile, param, validate_fields
+from backend.config import PROFILES, Profile, Registry, Variant, param, validate_fields
+from backend.pipeline.quirks import quirk_on
 from backend.records import VideoInfo
 
-SAMPLING_MODES = (
-    "uniform_count",
-    "all_frames",
-    "fps",
-    "pkt_size_peak",
-    "fps_plus_pkt_size_peak",
-    "pkt_peak",
+
+@dataclass(frozen=True)
+class Sampled:
+    """Sampler output before keyframe handling."""
+
+    frame_indices: np.ndarray
+    """(m,) int32."""
+    debug: dict[str, Any]
+
+
+def linspace_int(start: int, stop: int, count: int) -> np.ndarray:
+    """numpy ``linspace(start, stop, count, dtype=int32)``: truncation, last = stop."""
+    return np.linspace(start, stop, count, dtype=np.int32)
+
+
+def _fps_ids(total: int, fps: float, sample_fps: float) -> np.ndarray:
+    fps_use = fps if fps > 0 else 30.0
+    rate = sample_fps if sample_fps > 0 else 4.0
+    count = max(1, math.ceil((max(1, total) / fps_use) * rate))
+    ids = [min(max(round((i / rate) * fps_use), 0), total - 1) for i in range(count)]
+    return np.asarray(ids, dtype=np.int32)
+
+
+# --------------------------------------------------------------------------- the samplers
+# Each takes the probe and the stage config and returns its frame indices with its own debug
+# entries; :func:`sample` adds the mode and the count.
+
+
+def sample_uniform(info: VideoInfo, *, config: SampleConfig) -> Sampled:
+    """N evenly spaced frames, truncated like numpy's integer linspace (repeats when N > frames)."""
+    t1, n1 = max(1, info.total_frames), max(1, config.num_sampled_frames)
+    ids = np.zeros(n1, dtype=np.int32) if t1 == 1 else np.clip(linspace_int(0, t1 - 1, n1), 0, t1 - 1)
+    return Sampled(frame_indices=ids, debug={})
+
+
+def sample_all(info: VideoInfo, *, config: SampleConfig) -> Sampled:
+    """Every frame."""
+    return Sampled(frame_indices=np.arange(max(1, info.total_frames), dtype=np.int32), debug={})
+
+
+def sample_at_fps(info: VideoInfo, *, config: SampleConfig) -> Sampled:
+    """``sample_fps`` frames per second of video."""
+    return Sampled(frame_indices=_fps_ids(info.total_frames, info.fps, config.sample_fps), debug={})
+
+
+def sample_packet_peaks(info: VideoInfo, *, config: SampleConfig) -> Sampled:
+    """Frames at the peaks of binned packet energy; fps sampling when the stream has none."""
+    peaks = packet_peak_frame_indices(info, config)
+    if peaks.size == 0:
+        return Sampled(_fps_ids(info.total_frames, info.fps, config.sample_fps), debug={"fallback": "fps"})
+    return Sampled(frame_indices=peaks, debug={})
+
+
+def sample_fps_and_packet_peaks(info: VideoInfo, *, config: SampleConfig) -> Sampled:
+    """The fps frames and the packet-size peaks, sorted and unique; fps sampling without peaks."""
+    peaks = packet_peak_frame_indices(info, config)
+    fps_ids = _fps_ids(info.total_frames, info.fps, config.sample_fps)
+    if peaks.size == 0:
+        return Sampled(frame_indices=fps_ids, debug={"fallback": "fps"})
+    return Sampled(frame_indices=np.unique(np.concatenate([fps_ids, peaks])).astype(np.int32), debug={})
+
+
+SAMPLERS: Registry[Variant] = Registry(
+    "frame sampling mode",
+    (
+        Variant("uniform_count", sample_uniform, "N evenly spaced frames"),
+        Variant("all_frames", sample_all, "every frame (no keyframe avoidance)"),
+        Variant("fps", sample_at_fps, "sample_fps frames per second"),
+        Variant("pkt_size_peak", sample_packet_peaks, "packet-size peaks"),
+        Variant("fps_plus_pkt_size_peak", sample_fps_and_packet_peaks, "fps frames plus packet-size peaks"),
+        # Dispatched through SampleConfig.effective_mode: pkt_size_peak, or fps in parity.
+        Variant("pkt_peak", sample_packet_peaks, "alias of pkt_size_peak; parity runs fps (cvp quirk 3)"),
+    ),
 )
+SAMPLING_MODES = SAMPLERS.names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,30 +130,8 @@ class SampleConfig:
     def effective_mode(self) -> str:
         """The mode actually run (cvp's CLI silently runs fps for ``pkt_peak``)."""
         if self.frame_sampling_mode == "pkt_peak":
-            return "fps" if self.profile == "parity" else "pkt_size_peak"
+            return "fps" if quirk_on(self.profile, "pkt_peak_is_fps") else "pkt_size_peak"
         return self.frame_sampling_mode
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """Sampler output before keyframe handling."""
-
-    frame_indices: np.ndarray
-    """(m,) int32."""
-    debug: dict[str, Any]
-
-
-def linspace_int(start: int, stop: int, count: int) -> np.ndarray:
-    """numpy ``linspace(start, stop, count, dtype=int32)``: truncation, last = stop."""
-    return np.linspace(start, stop, count, dtype=np.int32)
-
-
-def _fps_ids(total: int, fps: float, sample_fps: float) -> np.ndarray:
-    fps_use = fps if fps > 0 else 30.0
-    rate = sample_fps if sample_fps > 0 else 4.0
-    count = max(1, math.ceil((max(1, total) / fps_use) * rate))
-    ids = [min(max(round((i / rate) * fps_use), 0), total - 1) for i in range(count)]
-    return np.asarray(ids, dtype=np.int32)
 
 
 def packet_peak_frame_indices(info: VideoInfo, config: SampleConfig) -> np.ndarray:
@@ -143,25 +189,8 @@ def sample(info: VideoInfo, *, config: SampleConfig) -> Sampled:
     >>> linspace_int(0, 239, 5).tolist()
     [0, 59, 119, 179, 239]
     """
-    total = info.total_frames
-    mode = config.effective_mode
-    debug: dict[str, Any] = {"frame_sampling_mode": config.frame_sampling_mode}
-    if mode == "uniform_count":
-        t1, n1 = max(1, total), max(1, config.num_sampled_frames)
-        ids = np.zeros(n1, dtype=np.int32) if t1 == 1 else np.clip(linspace_int(0, t1 - 1, n1), 0, t1 - 1)
-    elif mode == "all_frames":
-        ids = np.arange(max(1, total), dtype=np.int32)
-    elif mode == "fps":
-        ids = _fps_ids(total, info.fps, config.sample_fps)
-    else:
-        peaks = packet_peak_frame_indices(info, config)
-        if peaks.size == 0:
-            ids = _fps_ids(total, info.fps, config.sample_fps)
-            debug["fallback"] = "fps"
-        elif mode == "pkt_size_peak":
-            ids = peaks
-        else:
-            fps_ids = _fps_ids(total, info.fps, config.sample_fps)
-            ids = np.unique(np.concatenate([fps_ids, peaks])).astype(np.int32)
+    sampled = SAMPLERS.lookup(config.effective_mode).function(info, config=config)
+    ids = sampled.frame_indices
+    debug: dict[str, Any] = {"frame_sampling_mode": config.frame_sampling_mode, **sampled.debug}
     debug["sampled_frames"] = int(ids.size)
     return Sampled(frame_indices=ids.astype(np.int32), debug=debug)

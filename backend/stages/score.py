@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -11,11 +11,47 @@ from typing import Any
 import cv2
 import numpy as np
 
-from backend.config import param, validate_fields
+from backend.config import Registry, Variant, param, validate_fields
 from backend.records import DecodedFrames, Geometry, ScoreMaps
 
 IFRAME_CLIP_MODES = ("none", "non_i_percentile")
-NORMALISATIONS = ("frame_percentile", "none", "video_max")
+
+
+def _frame_percentile(grids: Sequence[np.ndarray], *, config: ScoreConfig) -> tuple[np.ndarray, ...]:
+    return tuple(
+        normalise_grid(g, percentile=config.bitcost_pct, log_scale=config.bitcost_log_scale) for g in grids
+    )
+
+
+def _unit_clip(grids: Sequence[np.ndarray], *, config: ScoreConfig) -> tuple[np.ndarray, ...]:
+    return tuple(np.clip(np.asarray(g, np.float32), 0, 1) for g in grids)
+
+
+def _video_max(grids: Sequence[np.ndarray], *, config: ScoreConfig) -> tuple[np.ndarray, ...]:
+    top = max((float(np.max(g)) for g in grids), default=0.0)
+    return tuple(np.asarray(g, np.float32) / np.float32(max(top, 1e-6)) for g in grids)
+
+
+@dataclass(frozen=True)
+class Normaliser(Variant):
+    """A score normalisation, ``function(grids, *, config) -> grids`` (float32, [0, 1]).
+
+    ``per_frame``: each grid's result depends on that grid alone, so frames can be
+    normalised one by one (in the decode workers).
+    """
+
+    per_frame: bool = True
+
+
+NORMALISERS: Registry[Normaliser] = Registry(
+    "normalisation",
+    (
+        Normaliser("frame_percentile", _frame_percentile, "log1p, divide by the frame's percentile, clip"),
+        Normaliser("none", _unit_clip, "clip to [0, 1] (signals already in that range)"),
+        Normaliser("video_max", _video_max, "divide by the run's largest value", per_frame=False),
+    ),
+)
+NORMALISATIONS = NORMALISERS.names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,7 +271,7 @@ FrameScores = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def per_frame_scoring(config: ScoreConfig) -> bool:
     """True when a frame's scores depend on its own grid only (no run-wide cap or maximum)."""
-    return config.normalisation in ("frame_percentile", "none") and config.iframe_score_clip_mode == "none"
+    return NORMALISERS.lookup(config.normalisation).per_frame and config.iframe_score_clip_mode == "none"
 
 
 def frame_scores(grid: np.ndarray, geometry: Geometry, *, config: ScoreConfig) -> FrameScores:
@@ -248,15 +284,14 @@ def frame_scores(grid: np.ndarray, geometry: Geometry, *, config: ScoreConfig) -
     (rows, cols) float32 normalised grid, (hb, wb) float32 patch sums and
     (hb/b · wb/b,) float32 block sums.
     """
-    if config.normalisation == "frame_percentile":
-        norm = normalise_grid(grid, percentile=config.bitcost_pct, log_scale=config.bitcost_log_scale)
-    elif config.normalisation == "none":
-        norm = np.clip(np.asarray(grid, np.float32), 0, 1)
-    else:
+    normaliser = NORMALISERS.lookup(config.normalisation)
+    if not normaliser.per_frame:
+        per_frame = ", ".join(repr(name) for name, n in NORMALISERS.items() if n.per_frame)
         raise ValueError(
             f"Invalid normalisation ({config.normalisation!r}) for per-frame scoring. "
-            "Supported values are 'frame_percentile', 'none'."
+            f"Supported values are {per_frame}."
         )
+    (norm,) = normaliser.function((grid,), config=config)
     patches, blocks = grid_patch_and_block_sums(
         norm, geometry.processed_hw, patch=geometry.patch, block_size=geometry.block_size
     )
@@ -337,15 +372,7 @@ def _score_run_wide(decoded: DecodedFrames, geometry: Geometry, config: ScoreCon
     hb, wb = geometry.grid_hw
     n = len(decoded.grids)
     raw = [np.zeros((1, 1), np.float32) if g is None else g for g in decoded.grids]
-    if config.normalisation == "frame_percentile":
-        grids = tuple(
-            normalise_grid(g, percentile=config.bitcost_pct, log_scale=config.bitcost_log_scale) for g in raw
-        )
-    elif config.normalisation == "none":
-        grids = tuple(np.clip(np.asarray(g, np.float32), 0, 1) for g in raw)
-    else:
-        top = max((float(np.max(g)) for g in raw), default=0.0)
-        grids = tuple(np.asarray(g, np.float32) / np.float32(max(top, 1e-6)) for g in raw)
+    grids = NORMALISERS.lookup(config.normalisation).function(raw, config=config)
     cap: float | None = None
     debug: dict[str, Any] | None = None
     clip_rows: set[int] = set()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from backend.config import PROFILES, Profile, option_of, param, validate_fields
+from backend.pipeline.quirks import quirk_on, quirk_warning
 from backend.records import (
     Candidates,
     FrameQuality,
@@ -160,11 +161,12 @@ def select_blocks(
     out: list[GroupSelection] = []
     skipped: list[int] = []
     warnings: list[RunWarning] = []
+    skip_short = quirk_on(config.profile, "group_skipped")
     for spec in groups.specs:
-        if config.profile == "parity" and spec.frame_count < MIN_PARITY_GROUP_FRAMES:
+        if skip_short and spec.frame_count < MIN_PARITY_GROUP_FRAMES:
             skipped.append(spec.group_index)
             warnings.append(
-                RunWarning(
+                quirk_warning(
                     "group_skipped",
                     f"group {spec.group_index} (candidates {spec.start}–{spec.end - 1}) skipped: "
                     f"{spec.frame_count} frames < {MIN_PARITY_GROUP_FRAMES}",
@@ -183,7 +185,7 @@ def select_blocks(
         )
         if sel.kept.shape[0] < budget:
             warnings.append(
-                RunWarning(
+                quirk_warning(
                     "group_padded",
                     f"group {spec.group_index}: {sel.kept.shape[0]} of {budget} blocks available; "
                     "the rest is padding",

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import cv2
 import numpy as np
 
-from backend.config import param, validate_fields
+from backend.config import Registry, Variant, param, validate_fields
 from backend.errors import DecodeError, UnsupportedVideoError
 from backend.records import RunWarning, VideoInfo, _ShapeRepr
 from backend.stages.score import percentile_linear
 from native import side_data
-
-SIGNAL_KINDS: tuple[str, ...] = ("mv", "residual", "qp", "mvres", "pkt_energy")
 
 QP_MAX: dict[str, int] = {"h264": 51, "vp9": 255}
 """Largest QP of each codec whose per-block QP FFmpeg exports (VP9: quantiser index)."""
@@ -38,111 +37,14 @@ _CODEC_ALIASES = {
     "avc": "h264",
     "libopenh264": "h264",
 }
-_PROXY = {"mv": PROXY_FLOW, "residual": PROXY_DIFF, "mvres": PROXY_MVRES}
+FrameSignal = tuple[np.ndarray, str, str, str]
+"""One frame's (grid, exactness, note, picture type)."""
 
 
 def canonical_codec(codec_name: str) -> str:
     """The codec behind a probed decoder name (``libdav1d`` → ``av1``); others lower-cased."""
     name = codec_name.lower()
     return _CODEC_ALIASES.get(name, name)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SignalConfig:
-    """Which per-cell signal to compute and how (fusion weights, grid, search window)."""
-
-    kind: str = param(
-        "mvres",
-        label="Signal",
-        help="mv: motion magnitude; residual: motion-compensated residual; qp: low QP scores high; "
-        "mvres: fused mv + residual (OneVision-Encoder); pkt_energy: packet-size energy per frame",
-        choices=SIGNAL_KINDS,
-    )
-    mv_weight: float = param(
-        1.0, label="Motion weight", help="mvres weight of the motion term", min=0, max=100
-    )
-    residual_weight: float = param(
-        1.0, label="Residual weight", help="mvres weight of the residual term", min=0, max=100
-    )
-    percentile: float = param(
-        95.0,
-        label="mvres percentile",
-        help="per-frame percentile that maps motion and residual to 1.0 before fusing",
-        min=1,
-        max=100,
-    )
-    cell_size: int = param(16, label="Cell size", help="output grid cell side in pixels", min=1, max=512)
-    reference_search: int = param(
-        4,
-        label="Reference search",
-        help="frames on each side tried as the reference of an exported vector "
-        "(FFmpeg does not export the reference index)",
-        min=1,
-        max=16,
-    )
-    flow_max_side: int = param(
-        320,
-        label="Flow size",
-        help="longer side of the luma the optical-flow proxy runs on",
-        min=32,
-        max=4096,
-    )
-    pkt_radius: int = param(
-        3, label="Packet radius", help="pkt_energy: neighbours on each side in the baseline", min=1, max=64
-    )
-    threads: int = param(0, label="Decoder threads", help="0 lets FFmpeg choose", min=0, max=64)
-
-    def __post_init__(self) -> None:
-        validate_fields(self)
-        if self.kind == "mvres" and self.mv_weight + self.residual_weight <= 0:
-            raise ValueError(
-                f"Invalid mv weight + residual weight ({self.mv_weight + self.residual_weight!r}). "
-                "Supported values are a sum above 0."
-            )
-
-
-@dataclass(frozen=True, repr=False)
-class SignalGrids(_ShapeRepr):
-    """One non-negative per-cell energy grid per requested frame (larger = more worth keeping)."""
-
-    frame_indices: np.ndarray
-    """(n,) int32, the requested frames in request order (repeats allowed)."""
-    grids: tuple[np.ndarray, ...]
-    """n grids, each (rows, cols) float32 ≥ 0 with rows = ceil(H / cell_size), cols = ceil(W / cell_size);
-    raw energies, not normalised (mvres is in [0, 1] by construction)."""
-    kind: str
-    """One of ``SIGNAL_KINDS``."""
-    exactness: str
-    """``exact``, ``proxy: <what>``, or ``mixed: exact on k of n frames; proxy: <what> on the rest``."""
-    cell_size: int
-    frame_exactness: tuple[str, ...]
-    """Per frame: ``exact``, ``proxy: <what>`` or ``unavailable``."""
-    notes: tuple[str, ...]
-    """Per frame, one line for people (picture type, vectors, inferred reference distances)."""
-    pict_types: tuple[str, ...]
-    """Per frame 'I', 'P', 'B', … or '?' when the signal needed no decode."""
-    warnings: tuple[RunWarning, ...] = ()
-
-    def __post_init__(self) -> None:
-        n = self.frame_indices.shape[0]
-        _require(self.frame_indices.ndim == 1, f"{self.frame_indices.shape = } must be 1-D")
-        _require(self.frame_indices.dtype == np.int32, f"{self.frame_indices.dtype = } != int32")
-        lengths = (len(self.grids), len(self.frame_exactness), len(self.notes), len(self.pict_types))
-        _require(all(k == n for k in lengths), f"per-frame lengths {lengths} differ from {n = }")
-        _require(self.kind in SIGNAL_KINDS, f"{self.kind = } not in {SIGNAL_KINDS}")
-        _require(self.cell_size >= 1, f"{self.cell_size = } must be >= 1")
-        shapes = {g.shape for g in self.grids}
-        _require(len(shapes) <= 1, f"grids differ in shape: {sorted(shapes)}")
-        for g in self.grids:
-            _require(g.ndim == 2 and g.dtype == np.float32, f"grid {g.shape}, {g.dtype} is not 2-D float32")
-        # One check over all grids; NaN fails both comparisons.
-        if self.grids and not all(bool((g >= 0).all()) and bool(np.isfinite(g).all()) for g in self.grids):
-            raise ValueError("grids must be finite and non-negative")
-
-
-def _require(cond: bool, message: str) -> None:
-    if not cond:
-        raise ValueError(message)
 
 
 # --------------------------------------------------------------------------- grid helpers
@@ -425,7 +327,7 @@ def packet_energy(info: VideoInfo, frame_indices: Iterable[int], *, radius: int 
     return np.asarray(out, dtype=np.float32)
 
 
-# --------------------------------------------------------------------------- the stage
+# --------------------------------------------------------------------------- the signals
 
 
 def _summarise(labels: list[str]) -> str:
@@ -459,9 +361,9 @@ def _decode_error(info: VideoInfo, exc: Exception) -> DecodeError:
     return DecodeError(f"signal decode failed ({exc})", path=info.path, stage="signals")
 
 
-def _qp_grids(
-    info: VideoInfo, uniq: list[int], codec: str, config: SignalConfig
-) -> dict[int, tuple[np.ndarray, str, str, str]]:
+def qp_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+    """(QP_max − QP) cell means of the frames ``uniq`` (sorted, distinct), from the exported block QP."""
+    codec = canonical_codec(info.codec_name)
     if codec not in QP_MAX:
         raise UnsupportedVideoError(
             f"per-block QP is not available for codec {codec}: FFmpeg exports it "
@@ -470,7 +372,7 @@ def _qp_grids(
             stage="signals",
         )
     qmax = QP_MAX[codec]
-    out: dict[int, tuple[np.ndarray, str, str, str]] = {}
+    out: dict[int, FrameSignal] = {}
     wanted = set(uniq)
     try:
         for item in side_data.iter_frames(
@@ -500,14 +402,19 @@ def _qp_grids(
     return out
 
 
+PixelMap = Callable[[np.ndarray, np.ndarray, "SignalConfig"], np.ndarray]
+"""(motion magnitude, residual, config) → the per-pixel map a motion signal averages per cell."""
+
+
 def _motion_frame(
     t: int,
     window: dict[int, dict[str, Any]],
     *,
-    kind: str,
+    pixel_map: PixelMap,
+    proxy: str,
     vectors: bool,
     config: SignalConfig,
-) -> tuple[np.ndarray, str, str, str]:
+) -> FrameSignal:
     """Grid, exactness, note and picture type of frame t from the decoded window around it."""
     item = window[t]
     cur = item["luma"]
@@ -528,35 +435,25 @@ def _motion_frame(
         why = f"{pict} frame: no motion vectors" if vectors else f"{pict} frame"
         if other is None:
             zeros = np.zeros(grid_shape(*cur.shape, config.cell_size), np.float32)
-            return zeros, _PROXY[kind], f"{why}; no neighbouring frame, grid is zero", pict
+            return zeros, proxy, f"{why}; no neighbouring frame, grid is zero", pict
         mag = flow_magnitude(cur, window[other]["luma"], max_side=config.flow_max_side)
         residual = np.abs(cur - window[other]["luma"])
         note = f"{why}; proxy against frame {other}"
-        label = _PROXY[kind]
-    if kind == "mv":
-        pixel_map = mag
-    elif kind == "residual":
-        pixel_map = residual
-    else:
-        pixel_map = fuse_mvres(
-            mag,
-            residual,
-            mv_weight=config.mv_weight,
-            residual_weight=config.residual_weight,
-            percentile=config.percentile,
-        )
-    return cell_means(pixel_map, config.cell_size), label, note, pict
+        label = proxy
+    return cell_means(pixel_map(mag, residual, config), config.cell_size), label, note, pict
 
 
 def _motion_grids(
-    info: VideoInfo, uniq: list[int], codec: str, config: SignalConfig
-) -> dict[int, tuple[np.ndarray, str, str, str]]:
-    vectors = side_data.exports_motion_vectors(codec)
+    info: VideoInfo, uniq: list[int], config: SignalConfig, *, pixel_map: PixelMap, proxy: str
+) -> dict[int, FrameSignal]:
+    """Cell means of ``pixel_map`` for the frames ``uniq``, from one decode with motion vectors."""
+    vectors = side_data.exports_motion_vectors(canonical_codec(info.codec_name))
     # Vectors may point up to reference_search frames away; the proxies need one neighbour.
     reach = config.reference_search if vectors else 1
     pending = list(uniq)  # ascending
     window: dict[int, dict[str, Any]] = {}
-    out: dict[int, tuple[np.ndarray, str, str, str]] = {}
+    out: dict[int, FrameSignal] = {}
+    frame = functools.partial(_motion_frame, pixel_map=pixel_map, proxy=proxy, vectors=vectors, config=config)
     try:
         for item in side_data.iter_frames(
             info.path,
@@ -572,7 +469,7 @@ def _motion_grids(
             window[index] = item
             while pending and pending[0] + reach <= index:
                 t = pending.pop(0)
-                out[t] = _motion_frame(t, window, kind=config.kind, vectors=vectors, config=config)
+                out[t] = frame(t, window)
                 # Memory stays at 2·reach + 1 frames: drop what the next wanted frame cannot use.
                 floor = (pending[0] if pending else index + 1) - reach
                 for k in [k for k in window if k < floor]:
@@ -584,8 +481,182 @@ def _motion_grids(
             raise DecodeError(
                 "frame not reached by the decoder", path=info.path, stage="signals", frame_index=t
             )
-        out[t] = _motion_frame(t, window, kind=config.kind, vectors=vectors, config=config)
+        out[t] = frame(t, window)
     return out
+
+
+def _magnitude(magnitude: np.ndarray, residual: np.ndarray, config: SignalConfig) -> np.ndarray:
+    return magnitude
+
+
+def _residual(magnitude: np.ndarray, residual: np.ndarray, config: SignalConfig) -> np.ndarray:
+    return residual
+
+
+def _fused(magnitude: np.ndarray, residual: np.ndarray, config: SignalConfig) -> np.ndarray:
+    return fuse_mvres(
+        magnitude,
+        residual,
+        mv_weight=config.mv_weight,
+        residual_weight=config.residual_weight,
+        percentile=config.percentile,
+    )
+
+
+def mv_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+    """Mean motion magnitude per cell (pixels per frame) of the frames ``uniq``."""
+    return _motion_grids(info, uniq, config, pixel_map=_magnitude, proxy=PROXY_FLOW)
+
+
+def residual_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+    """Mean |Y_t − prediction| per cell of the frames ``uniq``."""
+    return _motion_grids(info, uniq, config, pixel_map=_residual, proxy=PROXY_DIFF)
+
+
+def mvres_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+    """Cell means of :func:`fuse_mvres` of motion and residual, in [0, 1]."""
+    return _motion_grids(info, uniq, config, pixel_map=_fused, proxy=PROXY_MVRES)
+
+
+def pkt_energy_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+    """:func:`packet_energy` of each frame ``uniq``, the same value in every cell."""
+    values = packet_energy(info, uniq, radius=config.pkt_radius)
+    shape = grid_shape(info.height, info.width, config.cell_size)
+    out: dict[int, FrameSignal] = {}
+    for t, v in zip(uniq, values.tolist(), strict=True):
+        note = "keyframe: 0 by definition" if info.packet_is_keyframe[t] else f"energy {v:.3f}"
+        out[t] = (np.full(shape, v, np.float32), EXACT, note, "?")
+    return out
+
+
+@dataclass(frozen=True)
+class SignalKind(Variant):
+    """A signal entry: its grid function, the normalisation its values need and its gap warning.
+
+    ``function(info, uniq, *, config)`` maps each of the sorted distinct frames ``uniq`` to
+    its FrameSignal. ``gap_code`` and ``gap_note`` (formatted with the first gap's
+    ``exactness``) report frames it could only approximate while others were exact.
+    """
+
+    normalisation: str = "frame_percentile"
+    gap_code: str = "signal_proxy_frames"
+    gap_note: str = "no motion vectors; {exactness}"
+
+
+SIGNALS: Registry[SignalKind] = Registry(
+    "signal",
+    (
+        SignalKind("mv", mv_grids, "motion magnitude"),
+        SignalKind("residual", residual_grids, "motion-compensated residual"),
+        SignalKind("qp", qp_grids, "low QP scores high", gap_code="qp_missing", gap_note="no QP side data"),
+        # In [0, 1] by construction: used as it is.
+        SignalKind("mvres", mvres_grids, "fused mv + residual (OneVision-Encoder)", normalisation="none"),
+        # One value per frame: scaled by the run's largest.
+        SignalKind("pkt_energy", pkt_energy_grids, "packet-size energy per frame", normalisation="video_max"),
+    ),
+)
+SIGNAL_KINDS: tuple[str, ...] = SIGNALS.names
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+@dataclass(frozen=True, kw_only=True)
+class SignalConfig:
+    """Which per-cell signal to compute and how (fusion weights, grid, search window)."""
+
+    kind: str = param(
+        "mvres",
+        label="Signal",
+        help="mv: motion magnitude; residual: motion-compensated residual; qp: low QP scores high; "
+        "mvres: fused mv + residual (OneVision-Encoder); pkt_energy: packet-size energy per frame",
+        choices=SIGNAL_KINDS,
+    )
+    mv_weight: float = param(
+        1.0, label="Motion weight", help="mvres weight of the motion term", min=0, max=100
+    )
+    residual_weight: float = param(
+        1.0, label="Residual weight", help="mvres weight of the residual term", min=0, max=100
+    )
+    percentile: float = param(
+        95.0,
+        label="mvres percentile",
+        help="per-frame percentile that maps motion and residual to 1.0 before fusing",
+        min=1,
+        max=100,
+    )
+    cell_size: int = param(16, label="Cell size", help="output grid cell side in pixels", min=1, max=512)
+    reference_search: int = param(
+        4,
+        label="Reference search",
+        help="frames on each side tried as the reference of an exported vector "
+        "(FFmpeg does not export the reference index)",
+        min=1,
+        max=16,
+    )
+    flow_max_side: int = param(
+        320,
+        label="Flow size",
+        help="longer side of the luma the optical-flow proxy runs on",
+        min=32,
+        max=4096,
+    )
+    pkt_radius: int = param(
+        3, label="Packet radius", help="pkt_energy: neighbours on each side in the baseline", min=1, max=64
+    )
+    threads: int = param(0, label="Decoder threads", help="0 lets FFmpeg choose", min=0, max=64)
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+        if self.kind == "mvres" and self.mv_weight + self.residual_weight <= 0:
+            raise ValueError(
+                f"Invalid mv weight + residual weight ({self.mv_weight + self.residual_weight!r}). "
+                "Supported values are a sum above 0."
+            )
+
+
+@dataclass(frozen=True, repr=False)
+class SignalGrids(_ShapeRepr):
+    """One non-negative per-cell energy grid per requested frame (larger = more worth keeping)."""
+
+    frame_indices: np.ndarray
+    """(n,) int32, the requested frames in request order (repeats allowed)."""
+    grids: tuple[np.ndarray, ...]
+    """n grids, each (rows, cols) float32 ≥ 0 with rows = ceil(H / cell_size), cols = ceil(W / cell_size);
+    raw energies, not normalised (mvres is in [0, 1] by construction)."""
+    kind: str
+    """One of ``SIGNAL_KINDS``."""
+    exactness: str
+    """``exact``, ``proxy: <what>``, or ``mixed: exact on k of n frames; proxy: <what> on the rest``."""
+    cell_size: int
+    frame_exactness: tuple[str, ...]
+    """Per frame: ``exact``, ``proxy: <what>`` or ``unavailable``."""
+    notes: tuple[str, ...]
+    """Per frame, one line for people (picture type, vectors, inferred reference distances)."""
+    pict_types: tuple[str, ...]
+    """Per frame 'I', 'P', 'B', … or '?' when the signal needed no decode."""
+    warnings: tuple[RunWarning, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = self.frame_indices.shape[0]
+        _require(self.frame_indices.ndim == 1, f"{self.frame_indices.shape = } must be 1-D")
+        _require(self.frame_indices.dtype == np.int32, f"{self.frame_indices.dtype = } != int32")
+        lengths = (len(self.grids), len(self.frame_exactness), len(self.notes), len(self.pict_types))
+        _require(all(k == n for k in lengths), f"per-frame lengths {lengths} differ from {n = }")
+        _require(self.kind in SIGNAL_KINDS, f"{self.kind = } not in {SIGNAL_KINDS}")
+        _require(self.cell_size >= 1, f"{self.cell_size = } must be >= 1")
+        shapes = {g.shape for g in self.grids}
+        _require(len(shapes) <= 1, f"grids differ in shape: {sorted(shapes)}")
+        for g in self.grids:
+            _require(g.ndim == 2 and g.dtype == np.float32, f"grid {g.shape}, {g.dtype} is not 2-D float32")
+        # One check over all grids; NaN fails both comparisons.
+        if self.grids and not all(bool((g >= 0).all()) and bool(np.isfinite(g).all()) for g in self.grids):
+            raise ValueError("grids must be finite and non-negative")
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(message)
 
 
 def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: SignalConfig) -> SignalGrids:
@@ -617,21 +688,9 @@ def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: Signa
     ValueError : negative or non-integer frame indices.
     """
     ids = _check_indices(info, frame_indices)
-    codec = canonical_codec(info.codec_name)
+    signal = SIGNALS.lookup(config.kind)
     uniq = sorted({int(i) for i in ids})
-    per: dict[int, tuple[np.ndarray, str, str, str]] = {}
-    if not uniq:
-        pass
-    elif config.kind == "pkt_energy":
-        values = packet_energy(info, uniq, radius=config.pkt_radius)
-        shape = grid_shape(info.height, info.width, config.cell_size)
-        for t, v in zip(uniq, values.tolist(), strict=True):
-            note = "keyframe: 0 by definition" if info.packet_is_keyframe[t] else f"energy {v:.3f}"
-            per[t] = (np.full(shape, v, np.float32), EXACT, note, "?")
-    elif config.kind == "qp":
-        per = _qp_grids(info, uniq, codec, config)
-    else:
-        per = _motion_grids(info, uniq, codec, config)
+    per = signal.function(info, uniq, config=config) if uniq else {}
     missing = [t for t in uniq if t not in per]
     if missing:
         raise DecodeError(
@@ -644,9 +703,8 @@ def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: Signa
     off = [t for t in uniq if per[t][1] != EXACT and any(v[1] == EXACT for v in per.values())]
     if off:
         listed = ", ".join(map(str, off[:8])) + (f" and {len(off) - 8} more" if len(off) > 8 else "")
-        code = "qp_missing" if config.kind == "qp" else "signal_proxy_frames"
-        what = "no QP side data" if config.kind == "qp" else f"no motion vectors; {per[off[0]][1]}"
-        warnings.append(RunWarning(code, f"frames {listed}: {what}"))
+        what = signal.gap_note.format(exactness=per[off[0]][1])
+        warnings.append(RunWarning(signal.gap_code, f"frames {listed}: {what}"))
     return SignalGrids(
         frame_indices=ids,
         grids=tuple(r[0] for r in rows),

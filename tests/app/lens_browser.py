@@ -45,7 +45,8 @@ def served_app(ws: Any, *, run_id: str | None = None, gradio_tmp: Path | None = 
     """The real app (``app.main.build_app``) over ``ws`` on 127.0.0.1; yields its URL."""
     if gradio_tmp is not None:
         os.environ["GRADIO_TEMP_DIR"] = str(gradio_tmp)
-    from app.main import build_app, serve
+    from app.main import build_app
+    from app.server import serve
 
     demo = build_app(ws, run_id=run_id)
     port = free_port()

@@ -13,7 +13,7 @@ pytestmark = BROWSER_MARKS
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from app.main import make_workspace
+    from app.workspace import make_workspace
 
     root = tmp_path_factory.mktemp("app")
     ws = make_workspace(session_db=root / "sessions.duckdb", output_dir=root / "work")
@@ -23,7 +23,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory, workspace) -> Iterator[str]:
-    from app.main import SAMPLE_VIDEO, ensure_run
+    from app.workspace import SAMPLE_VIDEO, ensure_run
 
     run_id = ensure_run(workspace, SAMPLE_VIDEO)
     with served_app(workspace, run_id=run_id, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:

@@ -9,7 +9,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from conftest import SAMPLE_VIDEO, requires_cvp
 
 from backend.cvp_format import write_output
 from backend.pipeline import RunResult, SelectionOptions, run
@@ -17,24 +17,23 @@ from views import canvases
 
 pytestmark = requires_cvp
 
-SAMPLE = REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4"
-
 
 @pytest.fixture(scope="module")
-def result() -> RunResult:
-    return run(SAMPLE, options=SelectionOptions(num_sampled_frames=48))
+def result(sample_run: RunResult) -> RunResult:
+    """The session's shared run of the sample, 48 sampled frames (conftest.sample_run)."""
+    return sample_run
 
 
 @pytest.fixture(scope="module")
 def png_result() -> RunResult:
-    return run(SAMPLE, options=SelectionOptions(num_sampled_frames=48, canvas_format="png"))
+    return run(SAMPLE_VIDEO, options=SelectionOptions(num_sampled_frames=48, canvas_format="png"))
 
 
 @pytest.fixture(scope="module")
 def padded_result() -> RunResult:
     # Two-frame groups packed into 8 canvases: one frame's blocks cannot fill 7 canvases, so the rest pads.
     options = SelectionOptions(num_sampled_frames=16, images_per_group=8, grouping_mode="fixed", group_size=2)
-    return run(SAMPLE, options=options)
+    return run(SAMPLE_VIDEO, options=options)
 
 
 def _patch(image: np.ndarray, patch: int, patch_row: int, patch_col: int) -> np.ndarray:
@@ -144,8 +143,7 @@ def test_hover_names_sources_and_padding(result, padded_result):
     assert all(text != "padding" for row in anchor_hover for text in row)
     tokens = padded_result.canvases.tokens
     padding = tokens[tokens[:, 7] == 0]
-    if not padding.size:
-        pytest.skip("the two-frame-group run packed no padding")
+    assert padding.size, "the two-frame-group run should pack padding"
     canvas_index, packed_row, packed_col = (int(v) for v in padding[0, 3:6])
     sources = canvases.patch_sources(padded_result, canvas_index)
     assert tuple(sources[packed_row, packed_col]) == (-1, -1, -1)

@@ -84,22 +84,9 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
             f"Invalid group_index ({group_index}). Supported values are {', '.join(map(str, indices))}."
         )
     steps = _steps(result, group_index)
+    spec = result.groups.specs[indices.index(group_index)]
     if not steps:
-        fig = go.Figure()
-        spec = result.groups.specs[indices.index(group_index)]
-        fig.add_annotation(
-            text=f"No readiness trace for group {group_index}: grouping mode "
-            f"'{result.options.grouping_mode}' (stop reason: {spec.stop_reason}).",
-            x=0.5,
-            y=0.5,
-            xref="paper",
-            yref="paper",
-            showarrow=False,
-            name="no_trace",
-        )
-        fig.update_xaxes(visible=False)
-        fig.update_yaxes(visible=False)
-        return fig
+        return _no_trace_figure(result, group_index, spec.stop_reason)
     ends = [s.end for s in steps]
     frames = [s.frame_index_added for s in steps]
     fig = make_subplots(
@@ -147,6 +134,40 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
     )
     stop = stop_step(result, group_index)
     assert stop is not None
+    _add_stop_marker(fig, stop, spec.stop_reason)
+    fig.update_layout(
+        title=f"group {group_index}: readiness trace",
+        hovermode="x unified",
+        margin={"l": 60, "r": 60, "t": 50, "b": 40},
+        legend={"orientation": "h", "y": -0.15},
+    )
+    fig.update_xaxes(title_text="window end (candidate index, exclusive)", row=2, col=1)
+    fig.update_yaxes(title_text="top-K block score sum", row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="time bins", row=1, col=1, secondary_y=True, rangemode="tozero")
+    fig.update_yaxes(title_text="gain", row=2, col=1)
+    return fig
+
+
+def _no_trace_figure(result: RunResult, group_index: int, stop_reason: str) -> go.Figure:
+    """An empty figure whose one annotation says why the group has no readiness trace."""
+    fig = go.Figure()
+    fig.add_annotation(
+        text=f"No readiness trace for group {group_index}: grouping mode "
+        f"'{result.options.grouping_mode}' (stop reason: {stop_reason}).",
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        name="no_trace",
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _add_stop_marker(fig: go.Figure, stop: ReadinessStep, stop_reason: str) -> None:
+    """The ``stop decision`` star on the top-K sum, annotated with the group's stop reason."""
     fig.add_trace(
         go.Scatter(
             x=[stop.end],
@@ -163,11 +184,10 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
         col=1,
         secondary_y=False,
     )
-    spec = result.groups.specs[indices.index(group_index)]
     fig.add_annotation(
         x=stop.end,
         y=stop.topk_sum,
-        text=f"{stop.decision}: {spec.stop_reason}",
+        text=f"{stop.decision}: {stop_reason}",
         showarrow=True,
         arrowhead=2,
         ax=-60,
@@ -175,14 +195,3 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
         row=1,
         col=1,
     )
-    fig.update_layout(
-        title=f"group {group_index}: readiness trace",
-        hovermode="x unified",
-        margin={"l": 60, "r": 60, "t": 50, "b": 40},
-        legend={"orientation": "h", "y": -0.15},
-    )
-    fig.update_xaxes(title_text="window end (candidate index, exclusive)", row=2, col=1)
-    fig.update_yaxes(title_text="top-K block score sum", row=1, col=1, secondary_y=False)
-    fig.update_yaxes(title_text="time bins", row=1, col=1, secondary_y=True, rangemode="tozero")
-    fig.update_yaxes(title_text="gain", row=2, col=1)
-    return fig

@@ -1,13 +1,10 @@
-"""Run summary view: headline figures and warnings, the canvas gallery, kept blocks per frame."""
+"""Run summary view: headline figures and warnings, and the canvas gallery."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from backend.pipeline import RunResult
-
-KEPT_RGB = (255, 64, 32)
-ANCHOR_RGB = (32, 200, 255)
 
 
 def prepare_summary(result: RunResult) -> str:
@@ -39,18 +36,3 @@ def prepare_gallery(result: RunResult) -> list[tuple[np.ndarray, str]]:
         kind = "anchor" if c % result.options.images_per_group == 0 else "blocks"
         out.append((image, f"canvas {c} · group {int(result.canvases.canvas_group_index[c])} · {kind}"))
     return out
-
-
-def kept_blocks_by_row(result: RunResult) -> dict[int, list[tuple[int, int]]]:
-    """Candidate row → kept (block_row, block_col) list."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for sel in result.selection.groups:
-        rows = sel.candidate_rows()
-        for t, br, bc in sel.kept.tolist():
-            out.setdefault(int(rows[t]), []).append((br, bc))
-    return out
-
-
-def anchor_rows(result: RunResult) -> set[int]:
-    """Candidate rows that are group anchors."""
-    return {int(sel.candidate_rows()[0]) for sel in result.selection.groups}

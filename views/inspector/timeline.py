@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from backend.pipeline import RunResult
-from views.inspector.run_summary import anchor_rows, kept_blocks_by_row
+from backend.render import anchor_rows, kept_blocks_by_row
 
 PICT_COLOURS: dict[str, str] = {"I": "#d62728", "P": "#1f77b4", "B": "#2ca02c", "?": "#9a9a9a"}
 GROUP_FILLS = ("rgba(255, 165, 0, 0.12)", "rgba(128, 0, 128, 0.10)")
@@ -64,16 +64,42 @@ def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None
     group spanning its first to last frame, ``kept blocks`` (line, secondary y) and
     ``anchors``. Every trace has a name and ``customdata`` = frame_index for click mapping.
     """
-    info = result.info
-    sizes = info.packet_size_bytes.astype(np.int64)
-    n_frames = sizes.size
-    frame_index = np.arange(n_frames)
-    types = frame_pict_types(result)
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    top = float(sizes.max()) if n_frames else 1.0
-
-    # Group spans go first so the bars draw over them.
+    sizes = result.info.packet_size_bytes.astype(np.int64)
     cand = result.candidates.frame_indices.astype(np.int64)
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    # Group spans go first so the bars draw over them.
+    _add_group_spans(fig, result, cand, top=float(sizes.max()) if sizes.size else 1.0)
+    _add_packet_bars(fig, sizes, frame_pict_types(result))
+    _add_candidates(fig, result, cand, sizes)
+    _add_kept_and_anchors(fig, result, cand)
+    if cursor_frame_index is not None:
+        fig.add_shape(
+            type="line",
+            x0=cursor_frame_index,
+            x1=cursor_frame_index,
+            y0=0,
+            y1=1,
+            xref="x",
+            yref="paper",
+            line={"color": "black", "width": 2},
+            name=CURSOR_NAME,
+        )
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0,
+        clickmode="event",
+        hovermode="closest",
+        margin={"l": 50, "r": 50, "t": 30, "b": 40},
+        legend={"orientation": "h", "y": 1.12},
+    )
+    fig.update_xaxes(title_text="frame_index")
+    fig.update_yaxes(title_text="packet size (bytes)", secondary_y=False)
+    fig.update_yaxes(title_text="kept blocks", secondary_y=True, rangemode="tozero")
+    return fig
+
+
+def _add_group_spans(fig: go.Figure, result: RunResult, cand: np.ndarray, *, top: float) -> None:
+    """One filled ``group g`` trace per group, from its first to its last candidate frame."""
     for k, spec in enumerate(result.groups.specs):
         first, last = int(cand[spec.start]), int(cand[spec.end - 1])
         x0, x1 = first - 0.5, last + 0.5
@@ -94,6 +120,11 @@ def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None
             ),
             secondary_y=False,
         )
+
+
+def _add_packet_bars(fig: go.Figure, sizes: np.ndarray, types: np.ndarray) -> None:
+    """One bar trace of packet sizes per picture type present."""
+    frame_index = np.arange(sizes.size)
     for pict, colour in PICT_COLOURS.items():
         sel = types == pict
         if not sel.any():
@@ -113,6 +144,11 @@ def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None
             ),
             secondary_y=False,
         )
+
+
+def _add_candidates(fig: go.Figure, result: RunResult, cand: np.ndarray, sizes: np.ndarray) -> None:
+    """The ``candidates`` markers and, when keyframes moved, the ``moved keyframes`` segments."""
+    n_frames = sizes.size
     unique_cand = np.unique(cand[(cand >= 0) & (cand < n_frames)])
     fig.add_trace(
         go.Scatter(
@@ -127,25 +163,30 @@ def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None
         ),
         secondary_y=False,
     )
-    if result.candidates.moved:
-        xs: list[int | None] = []
-        for a, b in result.candidates.moved:
-            xs += [int(a), int(b), None]
-        ys = [None if x is None else (int(sizes[x]) if 0 <= x < n_frames else None) for x in xs]
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines+markers",
-                marker={"symbol": ["x", "arrow-bar-right", "x"] * len(result.candidates.moved), "size": 10},
-                line={"color": "#d62728", "dash": "dot"},
-                name="moved keyframes",
-                customdata=xs,
-                hovertemplate="frame %{customdata}<extra>moved keyframe</extra>",
-                meta={"kind": "moved_keyframes", "moved": [list(m) for m in result.candidates.moved]},
-            ),
-            secondary_y=False,
-        )
+    if not result.candidates.moved:
+        return
+    xs: list[int | None] = []
+    for a, b in result.candidates.moved:
+        xs += [int(a), int(b), None]
+    ys = [None if x is None else (int(sizes[x]) if 0 <= x < n_frames else None) for x in xs]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines+markers",
+            marker={"symbol": ["x", "arrow-bar-right", "x"] * len(result.candidates.moved), "size": 10},
+            line={"color": "#d62728", "dash": "dot"},
+            name="moved keyframes",
+            customdata=xs,
+            hovertemplate="frame %{customdata}<extra>moved keyframe</extra>",
+            meta={"kind": "moved_keyframes", "moved": [list(m) for m in result.candidates.moved]},
+        ),
+        secondary_y=False,
+    )
+
+
+def _add_kept_and_anchors(fig: go.Figure, result: RunResult, cand: np.ndarray) -> None:
+    """``kept blocks`` per frame and the ``anchors`` markers, on the secondary y axis."""
     kept_x, kept_y = kept_blocks_per_frame(result)
     fig.add_trace(
         go.Scatter(
@@ -175,27 +216,3 @@ def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None
         ),
         secondary_y=True,
     )
-    if cursor_frame_index is not None:
-        fig.add_shape(
-            type="line",
-            x0=cursor_frame_index,
-            x1=cursor_frame_index,
-            y0=0,
-            y1=1,
-            xref="x",
-            yref="paper",
-            line={"color": "black", "width": 2},
-            name=CURSOR_NAME,
-        )
-    fig.update_layout(
-        barmode="overlay",
-        bargap=0,
-        clickmode="event",
-        hovermode="closest",
-        margin={"l": 50, "r": 50, "t": 30, "b": 40},
-        legend={"orientation": "h", "y": 1.12},
-    )
-    fig.update_xaxes(title_text="frame_index")
-    fig.update_yaxes(title_text="packet size (bytes)", secondary_y=False)
-    fig.update_yaxes(title_text="kept blocks", secondary_y=True, rangemode="tozero")
-    return fig

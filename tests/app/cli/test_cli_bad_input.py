@@ -73,6 +73,7 @@ def test_parity_rejects_size_not_multiple_of_16(bad_inputs: dict[str, Path], tmp
     _assert_clean_rejection(result, bad, out, "multiple of 16")
 
 
+@pytest.mark.slow  # a whole-clip select
 def test_clean_accepts_size_not_multiple_of_16(bad_inputs: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = run_cli("select", bad_inputs["odd_642x362"], "--out", out, "--profile", "clean")
@@ -103,6 +104,7 @@ def test_out_never_replaces_what_is_not_an_output(h264_clip: Path, tmp_path: Pat
     assert not [p.name for p in tmp_path.iterdir() if ".partial-" in p.name or ".old-" in p.name]
 
 
+@pytest.mark.slow  # whole-clip selects
 def test_out_replaces_an_earlier_output_and_fills_an_empty_folder(h264_clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()  # empty: fine
@@ -157,6 +159,7 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # the CLI on the whole 1080p clip, stopped mid-read
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc to find the reader processes")
 def test_sigterm_during_a_split_read_cleans_up(real_clips: Path, tmp_path: Path) -> None:
     video = real_clips / "real_hevc_bbb_1080p.ts"
@@ -184,6 +187,7 @@ def test_sigterm_during_a_split_read_cleans_up(real_clips: Path, tmp_path: Path)
         assert [r.status for r in store.list_runs()] == ["failed"]
 
 
+@pytest.mark.slow  # selects over the whole clip in both profiles
 def test_a_damaged_stream_is_one_warning_not_decoder_noise(h264_clip: Path, tmp_path: Path) -> None:
     # Bytes flipped inside the media data: the stream still decodes (with concealment), and
     # cvp's FFmpeg would print a line per broken macroblock on the terminal.

@@ -9,23 +9,18 @@ import pytest
 from compare_clips import SMALL_OPTIONS, make_comparison
 from conftest import requires_cvp
 
-from backend.compare.run import (
+from backend.compare import (
     CODECS,
     CompareConfig,
-    _average_ranks,
     compare,
-    compare_runs,
-    encoder_options,
     heatmap_normaliser,
     kept_mask_at,
-    kept_masks,
     load_comparison,
-    output_size,
-    pair_metrics,
     parse_crf,
-    score_for,
-    spearman,
 )
+from backend.compare.config import score_for
+from backend.compare.encode import encoder_options, output_size
+from backend.compare.metrics import _average_ranks, compare_runs, kept_masks, pair_metrics, spearman
 from backend.errors import InputError, StoreError
 from backend.pipeline import SelectionOptions, run
 from backend.runs import open_run

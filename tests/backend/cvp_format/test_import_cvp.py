@@ -29,7 +29,7 @@ from backend.stages.probe import ProbeConfig, probe
 from backend.store import SessionStore
 from views import canvases
 
-pytestmark = [pytest.mark.needs_cvp, pytest.mark.needs_ffprobe, requires_cvp, requires_ffprobe]
+pytestmark = [pytest.mark.slow, requires_cvp, requires_ffprobe]  # runs cvp's own CLI on each clip
 
 CVP_CLI = Path(sys.executable).parent / "codec-video-prep"
 # 32 ids in fixed groups of 8: four groups, 16 canvases, in about a second of cvp time.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import av
 import numpy as np
@@ -13,20 +14,21 @@ import pytest
 from conftest import REPO_ROOT, requires_cvp, run_cli
 from PIL import Image
 
+import backend.export as ex
+import backend.render as render
 from backend.errors import OutputError
-from backend.export import run as ex
+from backend.export import tables
+from backend.export.config import DEFAULT_CHROMIUM
+from backend.export.run import align_rows
 from backend.pipeline import SelectionOptions
-from backend.render import overlays
 from backend.runs import content_sha256, reselect, select_and_store
 from backend.store import SessionStore
 from native import gateway
-from views.inspector import frame_layers as fl
-from views.inspector import run_summary
 
 pytestmark = requires_cvp
 
 SAMPLE = REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4"
-CHROMIUM = Path(ex.DEFAULT_CHROMIUM)
+CHROMIUM = Path(DEFAULT_CHROMIUM)
 
 
 @pytest.fixture(scope="module")
@@ -64,19 +66,109 @@ def _outline_pixels(blocks: np.ndarray, f: int) -> tuple[np.ndarray, np.ndarray]
     return ys, xs
 
 
-def test_backend_colours_and_drawing_match_the_viewer(runs):
-    assert overlays.KEPT_RGB == run_summary.KEPT_RGB and overlays.ANCHOR_RGB == run_summary.ANCHOR_RGB
+def _ring(image: np.ndarray, y0: int, x0: int, side: int, border: int, rgb: tuple[int, int, int]) -> None:
+    """Paint, by hand, a ``border``-px square ring of side ``side`` with its top-left at (y0, x0)."""
+    image[y0 : y0 + border, x0 : x0 + side] = rgb
+    image[y0 + side - border : y0 + side, x0 : x0 + side] = rgb
+    image[y0 : y0 + side, x0 : x0 + border] = rgb
+    image[y0 : y0 + side, x0 + side - border : x0 + side] = rgb
+
+
+def _tiny_run(pixels: np.ndarray, *, good: bool = True, reason: str = "") -> SimpleNamespace:
+    """The few run records draw_overlays reads without a heatmap, for synthetic frames."""
+    n = pixels.shape[0]
+    return SimpleNamespace(
+        candidates=SimpleNamespace(frame_indices=np.arange(n)),
+        decoded=SimpleNamespace(pixels=pixels),
+        quality=SimpleNamespace(good=np.full(n, good), reasons=[reason] * n),
+    )
+
+
+def _tiny_plan(options: render.LayerOptions, **fields) -> render.OverlayPlan:
+    plan = {"grid_lines": (), "kept": {}, "anchors": frozenset(), "block_px": 8}
+    plan.update(fields)
+    return render.OverlayPlan(
+        options=options, log_max=0.0, legend=None, legend_stops=(), legend_labels=("", ""), **plan
+    )
+
+
+def test_kept_outlines_and_block_grid_are_the_hand_drawn_pixels():
+    rng = np.random.default_rng(7)
+    pixels = rng.integers(0, 256, (2, 24, 40, 3), dtype=np.uint8)  # 3 × 5 blocks of 8 px
+    kept = {0: np.array([[1, 2], [2, 4]]), 1: np.array([[0, 0]])}
+    before = pixels.copy()
+    only_kept = render.LayerOptions(kept=True, anchor_badge=False, bad_frames=False)
+    image = render.draw_overlays(_tiny_run(pixels), 0, _tiny_plan(only_kept, kept=kept))
+    expected = pixels[0].copy()
+    _ring(expected, 8, 16, 8, 2, (255, 64, 32))  # block (1, 2)
+    _ring(expected, 16, 32, 8, 2, (255, 64, 32))  # block (2, 4), at the frame's corner
+    assert np.array_equal(image, expected)
+    assert np.array_equal(pixels, before)  # the run's frames are not modified
+    # The block grid goes under the outlines: white lines every 8 px, kept rings on top.
+    grid = ((slice(None, None, 8), slice(None, None, 8), (255, 255, 255)),)
+    image = render.draw_overlays(_tiny_run(pixels), 1, _tiny_plan(only_kept, kept=kept, grid_lines=grid))
+    expected = pixels[1].copy()
+    expected[[0, 8, 16]] = 255
+    expected[:, [0, 8, 16, 24, 32]] = 255
+    _ring(expected, 0, 0, 8, 2, (255, 64, 32))
+    assert np.array_equal(image, expected)
+    assert render.KEPT_RGB == (255, 64, 32) and render.BLOCK_GRID_RGB == (255, 255, 255)
+
+
+def test_anchor_badge_is_a_4px_border_and_a_label_box():
+    pixels = np.full((2, 48, 96, 3), 90, np.uint8)
+    badge = render.LayerOptions(kept=False, anchor_badge=True, bad_frames=False)
+    plan = _tiny_plan(badge, anchors=frozenset({1}))
+    assert np.array_equal(render.draw_overlays(_tiny_run(pixels), 0, plan), pixels[0])  # not an anchor
+    image = render.draw_overlays(_tiny_run(pixels), 1, plan)
+    anchor = np.array((32, 200, 255), np.uint8)
+    frame = np.ones((48, 96), bool)
+    frame[4:-4, 4:-4] = False
+    assert (image[frame] == anchor).all()
+    # The label box fills x 4 … 66, y 4 … 20 (inclusive) with black text on it; the rest is the frame.
+    box = np.zeros((48, 96), bool)
+    box[4:21, 4:67] = True
+    assert (image[~frame & ~box] == 90).all()
+    inside = image[box & ~frame]
+    # Box pixels are the anchor colour, or blends of it towards the black text.
+    assert (inside <= anchor).all() and (inside == anchor).all(axis=1).mean() > 0.6
+    assert (inside.sum(axis=1) < 60).any()
+    assert tuple(image[20, 66]) == tuple(anchor) and tuple(image[4, 5]) == tuple(anchor)
+
+
+def test_bad_frames_are_tinted_red_and_labelled():
+    pixels = np.zeros((1, 64, 160, 3), np.uint8)
+    pixels[:] = (100, 100, 200)
+    bad = render.LayerOptions(kept=False, anchor_badge=False, bad_frames=True)
+    image = render.draw_overlays(_tiny_run(pixels, good=False, reason="blur"), 0, _tiny_plan(bad))
+    # 0.35 · (255, 0, 0) + 0.65 · (100, 100, 200), rounded.
+    tinted = (154, 65, 130)
+    assert tuple(image[0, 0]) == tinted and tuple(image[20, 150]) == tinted
+    label = image[34:60, 4:150].reshape(-1, 3)
+    assert (label == 255).all(axis=1).any()  # white text "BAD: blur" near the bottom-left
+    assert (image[:30] == tinted).all() and (image[:, 150:] == tinted).all()
+    off = dataclasses.replace(bad, bad_frames=False)
+    assert np.array_equal(render.draw_overlays(_tiny_run(pixels, good=False), 0, _tiny_plan(off)), pixels[0])
+
+
+def test_kept_outlines_on_a_real_run_match_the_selection(runs):
     result = runs[0].result
-    options = fl.LayerOptions(heatmap=True, block_grid=True, lost=True)
-    plan = overlays.plan_overlays(result, options=options)
-    for row in (0, 17, 64):
-        assert np.array_equal(
-            overlays.draw_overlays(result, row, plan), fl.prepare_frame_layers(result, row, options).image
-        )
-    expected = run_summary.kept_blocks_by_row(result)
-    got = overlays.kept_blocks_by_row(result)
-    assert sorted(got) == sorted(expected)
-    assert all(sorted(map(tuple, got[r].tolist())) == sorted(expected[r]) for r in expected)
+    f = result.geometry.patch * result.geometry.block_size
+    # Kept blocks straight from the selection records, not through backend.render.
+    kept: dict[int, set[tuple[int, int]]] = {}
+    for sel in result.selection.groups:
+        rows = sel.candidate_rows()
+        for t, br, bc in sel.kept.tolist():
+            kept.setdefault(int(rows[t]), set()).add((br, bc))
+    got = render.kept_blocks_by_row(result)
+    assert {r: set(map(tuple, b.tolist())) for r, b in got.items()} == kept
+    options = render.LayerOptions(kept=True, anchor_badge=False, bad_frames=False)
+    plan = render.plan_overlays(result, options=options)
+    for row in (0, 17, 64, *sorted(kept)[:3]):
+        expected = result.decoded.pixels[row].copy()
+        for br, bc in kept.get(row, ()):
+            _ring(expected, br * f, bc * f, f, 2, render.KEPT_RGB)
+        assert np.array_equal(render.draw_overlays(result, row, plan), expected), row
 
 
 def test_mp4_decodes_with_the_requested_frames_and_kept_colour(runs, stored):
@@ -93,16 +185,16 @@ def test_mp4_decodes_with_the_requested_frames_and_kept_colour(runs, stored):
     h, w = result.geometry.processed_hw
     assert frames[0].shape[1] == w and frames[0].shape[0] > h  # the stamp footer sits below
     f = result.geometry.patch * result.geometry.block_size
-    kept = overlays.kept_blocks_by_row(result)
+    kept = render.kept_blocks_by_row(result)
     rows = ex.export_rows(result, (20, 50))
     checked = 0
     for k, row in enumerate(rows.tolist()):
-        if row not in kept or row in overlays.anchor_rows(result):
+        if row not in kept or row in render.anchor_rows(result):
             continue
         ys, xs = _outline_pixels(kept[row], f)
         decoded = frames[k][ys, xs].astype(float)
         source = result.decoded.pixels[row][ys, xs].astype(float)
-        err_kept = np.abs(decoded - np.asarray(overlays.KEPT_RGB)).mean()
+        err_kept = np.abs(decoded - np.asarray(render.KEPT_RGB)).mean()
         err_source = np.abs(decoded - source).mean()
         assert err_kept < 20, (row, err_kept)
         assert err_source > 2 * err_kept, (row, err_source, err_kept)
@@ -153,20 +245,21 @@ def test_tables_follow_their_schema_and_the_run(runs, stored):
     )
     frames = pd.read_csv(out / "tab.frames.csv")
     blocks = pd.read_csv(out / "tab.blocks.csv", keep_default_na=False)
-    assert tuple(frames.columns) == ex.FRAMES_CSV_COLUMNS and tuple(blocks.columns) == ex.BLOCKS_CSV_COLUMNS
-    assert (frames["schema_version"] == ex.FRAMES_CSV_SCHEMA_VERSION).all()
+    assert tuple(frames.columns) == tables.FRAMES_CSV_COLUMNS
+    assert tuple(blocks.columns) == tables.BLOCKS_CSV_COLUMNS
+    assert (frames["schema_version"] == tables.FRAMES_CSV_SCHEMA_VERSION).all()
     n = result.candidates.frame_indices.size
     bh_n, bw_n = result.geometry.block_grid_hw
     assert len(frames) == n and len(blocks) == n * bh_n * bw_n
-    kept = run_summary.kept_blocks_by_row(result)
+    kept = render.kept_blocks_by_row(result)
     assert frames["kept_blocks"].tolist() == [len(kept.get(r, [])) for r in range(n)]
     scores = blocks["score"].to_numpy().reshape(n, bh_n * bw_n)
     assert np.array_equal(scores.astype(np.float32), result.scores.block_scores)
     picked = blocks[blocks["kept_as"] == "block"]
     assert {
         (r, a, b) for r, a, b in picked[["candidate_row", "block_row", "block_col"]].itertuples(index=False)
-    } == {(r, a, b) for r, blocks_ in kept.items() for a, b in blocks_}
-    anchors = run_summary.anchor_rows(result)
+    } == {(r, a, b) for r, blocks_ in kept.items() for a, b in blocks_.tolist()}
+    anchors = render.anchor_rows(result)
     assert set(blocks.loc[blocks["kept_as"] == "anchor", "candidate_row"]) == anchors
 
 
@@ -212,8 +305,8 @@ def test_yuview_statistics_parse_back_to_the_same_values(runs, stored):
     bh_n, bw_n = result.geometry.block_grid_hw
     xs = [round(c * f * ow / w) for c in range(bw_n + 1)]
     ys = [round(r * f * oh / h) for r in range(bh_n + 1)]
-    kept = run_summary.kept_blocks_by_row(result)
-    anchors = run_summary.anchor_rows(result)
+    kept = {r: set(map(tuple, b.tolist())) for r, b in render.kept_blocks_by_row(result).items()}
+    anchors = render.anchor_rows(result)
     by_type: dict[int, dict[tuple[int, int, int], int]] = {0: {}, 1: {}, 2: {}}
     area: dict[tuple[int, int], int] = {}
     for poc, x, y, bw, bh, kind, value in data:
@@ -234,7 +327,7 @@ def test_yuview_statistics_parse_back_to_the_same_values(runs, stored):
         else:
             assert {k for k, v in sel.items() if v == 1} == set(kept.get(row, []))
             assert {k for k, v in sel.items() if v == 2} == set(
-                map(tuple, np.argwhere(fl.lost_blocks(result, row)))
+                map(tuple, np.argwhere(render.lost_blocks(result, row)))
             )
         raw = sorted(v for (p, _, _), v in by_type[2].items() if p == fid)
         assert raw == sorted(np.rint(result.decoded.grids[row]).astype(int).ravel().tolist())
@@ -253,15 +346,15 @@ def test_side_by_side_shows_each_runs_kept_blocks(runs, stored):
     assert frames[0].shape[1] == 2 * w + 4
     f = a.result.geometry.patch * a.result.geometry.block_size
     rows_a = ex.export_rows(a.result, (30, 40))
-    rows_b = ex.align_rows(a.result, rows_a, b.result)
+    rows_b = align_rows(a.result, rows_a, b.result)
     differs = 0
     for k, (ra, rb) in enumerate(zip(rows_a.tolist(), rows_b, strict=True)):
-        ka, kb = overlays.kept_blocks_by_row(a.result).get(ra), overlays.kept_blocks_by_row(b.result).get(rb)
+        ka, kb = render.kept_blocks_by_row(a.result).get(ra), render.kept_blocks_by_row(b.result).get(rb)
         for blocks, x0 in ((ka, 0), (kb, w + 4)):
             if blocks is None or not blocks.size:
                 continue
             ys, xs = _outline_pixels(blocks, f)
-            assert np.abs(frames[k][ys, xs + x0].astype(float) - np.asarray(overlays.KEPT_RGB)).mean() < 25
+            assert np.abs(frames[k][ys, xs + x0].astype(float) - np.asarray(render.KEPT_RGB)).mean() < 25
         differs += (
             ka is not None and kb is not None and set(map(tuple, ka.tolist())) != set(map(tuple, kb.tolist()))
         )
@@ -352,6 +445,7 @@ def test_paths_outside_the_allowed_folder_are_refused(runs, tmp_path):
     assert not list(tmp_path.glob("*.mp4*"))
 
 
+@pytest.mark.slow  # the export CLI end to end
 def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
     db, run_id, other_id, _ = stored
     base = ["export", run_id, "--session-db", db, "--allow-dir", tmp_path]
@@ -381,6 +475,7 @@ def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
     assert outside.returncode == 2 and "is outside the allowed folders" in outside.stderr  # cwd is the repo
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(
     not CHROMIUM.exists(), reason="static figure export needs /usr/bin/chromium (Debian chromium)"
 )

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from clips import encode_clip
-from conftest import requires_cvp
+from conftest import REAL_CLIPS, requires_cvp
 
-from app import luma_cli
+from app.cli import luma as luma_cli
 from backend.errors import InputError
 from backend.luma import (
     COEFFS_VERSION,
@@ -35,7 +35,6 @@ from backend.luma import (
 )
 from native import gateway
 
-REAL_CLIPS = Path(__file__).resolve().parents[2] / "data"
 H3 = LatentWindowGeometry()
 
 # ----------------------------------------------------------------------------- the synthetic decoder
@@ -98,11 +97,8 @@ def stream_decode(refs: list[np.ndarray], *, gains: bool, seed: int = 0) -> list
 
 
 def real_frames(name: str, count: int, width: int, height: int) -> list[np.ndarray]:
-    """The first frames of a shared real clip, downscaled, mapped to levels 16–235 (no clipping later)."""
-    path = REAL_CLIPS / name
-    if not path.exists():
-        pytest.skip(f"shared video {path} not found")
-    frames = gateway.decode_frames_rgb(path, range(count), out_width=width, out_height=height)
+    """The first frames of a real clip, downscaled, mapped to levels 16–235 (no clipping later)."""
+    frames = gateway.decode_frames_rgb(REAL_CLIPS / name, range(count), out_width=width, out_height=height)
     return [np.rint(16 + frames[i] * (219 / 255)).astype(np.uint8) for i in range(count)]
 
 

@@ -206,6 +206,7 @@ def test_fits_need_one_geometry(tmp_path, pairs) -> None:
             fit_stored(store, [], [gop], coeffs_path=tmp_path / "c.json")
 
 
+@pytest.mark.slow  # the luma-bias CLI end to end
 def test_cli_stores_the_analysis_and_prints_its_id(tmp_path, pairs) -> None:
     reference, test = pairs["a"]
     db = tmp_path / "cli.duckdb"

@@ -54,13 +54,10 @@ CvpRunner = Callable[[Path, str], Path]
 
 
 def _clip_path(request: pytest.FixtureRequest, clip: str) -> Path:
-    """A synthetic clip fixture by name, or a file from ../shared/videos (skipped if absent)."""
+    """A synthetic clip fixture by name, or a real clip from tests/data."""
     if clip in SYNTHETIC_CLIPS:
         return request.getfixturevalue(clip)
-    path = request.getfixturevalue("real_clips") / clip
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
-    return path
+    return request.getfixturevalue("real_clips") / clip
 
 
 @pytest.fixture(scope="session")

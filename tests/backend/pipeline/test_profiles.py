@@ -30,6 +30,7 @@ def codes(result) -> list[str]:
     return [w.code for w in result.warnings]
 
 
+@pytest.mark.slow  # a clean run over the whole 1080p clip
 def test_hevc_ts_fails_in_parity_and_runs_clean(real_clips):
     video = real_clips / "real_hevc_bbb_1080p.ts"
     parity_info = probe(video, config=ProbeConfig(profile="parity"))

@@ -55,6 +55,7 @@ def test_signal_scores_keep_the_moving_square(square_clip, score):
     assert total > 0 and hits / total >= 0.5, f"{hits}/{total} kept blocks on the square"
 
 
+@pytest.mark.slow  # whole-clip CLI selects
 def test_av1_needs_a_signal_and_h264_qp_works(tmp_path):
     av1 = encode_clip(tmp_path / "a", codec="av1", width=320, height=240, frames=16, gop=8, pattern="square")
     res = run_cli("select", av1, "--out", tmp_path / "o1", "--num_sampled_frames", "16")

@@ -433,6 +433,16 @@ def test_readiness_tail_parity_drops_clean_merges():
     assert [(s.start, s.end, s.stop_reason) for s in clean.specs] == [(0, 11, "tail_merged")]
 
 
+def test_parity_min_group_frames_below_four_groups_as_four_and_warns():
+    # cvp accepts min_group_frames 1 and runs 4 (spec §11.1): same groups, trace and tail as 4.
+    rows = np.ones((11, 4), np.float32)
+    rows[:, 0] = np.arange(11)
+    low, four = (_readiness(rows, min_group_frames=m, readiness_sum_threshold=5.0) for m in (1, 4))
+    assert low.specs == four.specs and low.trace == four.trace and low.dropped_tail == four.dropped_tail
+    assert [w.code for w in low.warnings] == ["group_limits_raised"] + [w.code for w in four.warnings]
+    assert low.warnings[0].message == "min_group_frames 1 ran as 4 (cvp, spec §11.1)"
+
+
 # --- selection and packing ---------------------------------------------------------------------
 
 

@@ -7,13 +7,13 @@ import timeit
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from conftest import requires_cvp
 
-from backend.pipeline import SelectionOptions, run
+from backend.pipeline import RunResult
 from backend.records import FrameQuality
+from backend.render import KEPT_RGB, anchor_rows, kept_blocks_by_row
 from backend.stages.score import upsample
 from views.inspector import frame_layers as fl
-from views.inspector.run_summary import KEPT_RGB, anchor_rows, kept_blocks_by_row
 
 pytestmark = requires_cvp
 
@@ -21,18 +21,16 @@ PLAIN = fl.LayerOptions(kept=False, anchor_badge=False, bad_frames=False)
 
 
 @pytest.fixture(scope="module")
-def result():
-    return run(
-        REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4",
-        options=SelectionOptions(num_sampled_frames=48),
-    )
+def result(sample_run: RunResult) -> RunResult:
+    """The session's shared run of the sample, 48 sampled frames (conftest.sample_run)."""
+    return sample_run
 
 
 @pytest.fixture(scope="module")
 def kept_row(result) -> int:
     """A non-anchor candidate row with kept blocks."""
     kept = kept_blocks_by_row(result)
-    return next(r for r, blocks in kept.items() if blocks and r not in anchor_rows(result))
+    return next(r for r, blocks in kept.items() if blocks.size and r not in anchor_rows(result))
 
 
 def _block_px(result) -> int:
@@ -225,7 +223,7 @@ def test_block_at_reports_bitcost_score_and_rank(result, kept_row):
     f = _block_px(result)
     bh_n, bw_n = result.geometry.block_grid_hw
     sel = next(s for s in result.selection.groups if s.start <= kept_row < s.end)
-    kept = set(kept_blocks_by_row(result)[kept_row])
+    kept = set(map(tuple, kept_blocks_by_row(result)[kept_row].tolist()))
     br, bc = next((r, c) for r in range(bh_n) for c in range(bw_n) if (r, c) not in kept)
     hit = fl.block_at(result, kept_row, bc * f, br * f)
     assert hit["kept"] is False and hit["canvas_index"] is None and hit["kept_as"] is None

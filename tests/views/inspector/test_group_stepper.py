@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from conftest import SAMPLE_VIDEO, requires_cvp
 
-from backend.pipeline import SelectionOptions, run
+from backend.pipeline import RunResult, SelectionOptions, run
 from views.inspector import group_stepper
 
 pytestmark = requires_cvp
 
-SAMPLE = REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4"
-
 
 @pytest.fixture(scope="module")
-def result():
-    return run(SAMPLE, options=SelectionOptions(num_sampled_frames=48))
+def result(sample_run: RunResult) -> RunResult:
+    """The session's shared run of the sample, 48 sampled frames (conftest.sample_run)."""
+    return sample_run
 
 
 @pytest.fixture(scope="module")
 def fixed_result():
-    return run(SAMPLE, options=SelectionOptions(num_sampled_frames=48, grouping_mode="fixed"))
+    return run(SAMPLE_VIDEO, options=SelectionOptions(num_sampled_frames=48, grouping_mode="fixed"))
 
 
 def test_table_rows_match_the_groups(result):

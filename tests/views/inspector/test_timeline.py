@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from conftest import requires_cvp
 
-from backend.pipeline import SelectionOptions, run
+from backend.pipeline import RunResult
+from backend.render import kept_blocks_by_row
 from views.inspector import timeline
-from views.inspector.run_summary import kept_blocks_by_row
 
 pytestmark = requires_cvp
 
 
 @pytest.fixture(scope="module")
-def result():
-    return run(
-        REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4",
-        options=SelectionOptions(num_sampled_frames=48),
-    )
+def result(sample_run: RunResult) -> RunResult:
+    """The session's shared run of the sample, 48 sampled frames (conftest.sample_run)."""
+    return sample_run
 
 
 def _kind(fig, kind: str) -> list:

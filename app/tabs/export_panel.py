@@ -7,9 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    import gradio as gr
+import gradio as gr
 
+from app.tabs.common import ui_error
+from backend.errors import CodecLensError
+
+if TYPE_CHECKING:
     from app.workspace import Workspace
 
 EXPORT_FOLDER = "exports"
@@ -96,6 +99,53 @@ def _group_of_row(result: Any, row: int) -> int | None:
     return None
 
 
+def export_files(
+    ws: Workspace,
+    run_id: str,
+    layers: list[str] | None,
+    start: float | None,
+    stop: float | None,
+    fmt: str,
+    extras: list[str] | None,
+    on_progress: Callable[[float], None] | None = None,
+) -> list[str]:
+    """The Export button: :func:`export_clip` of the open run, errors as one-line ``gr.Error``."""
+    if not run_id:
+        raise gr.Error("No run is open: select or open a run first.")
+    try:
+        return export_clip(
+            ws,
+            run_id,
+            layers=layers or [],
+            start=start,
+            stop=stop,
+            fmt=fmt,
+            extras=extras or [],
+            on_progress=on_progress,
+        )
+    except (CodecLensError, ValueError, OSError) as exc:
+        raise ui_error(exc, single_line=True) from exc
+
+
+def figure_files(ws: Workspace, run_id: str, figure: str, fmt: str, row: float | None = None) -> list[str]:
+    """The Export figure button; with ``row`` (the viewed candidate) the readiness figure is its group's."""
+    if not run_id:
+        raise gr.Error("No run is open: select or open a run first.")
+    try:
+        group = None if row is None else _group_of_row(ws.result(run_id), int(row))
+        return export_figure(ws, run_id, figure=figure, fmt=fmt, group_index=group)
+    except (CodecLensError, ValueError, OSError) as exc:
+        raise ui_error(exc, single_line=True) from exc
+
+
+def viewed_frame_index(ws: Workspace, run_id: str, row: float | None) -> Any:
+    """The frame_index of the viewed candidate ``row`` (the range's new start)."""
+    if not run_id:
+        return gr.update()
+    result = ws.result(run_id)
+    return int(result.candidates.frame_indices[int(row or 0)])
+
+
 def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slider | None = None) -> None:
     """An Export accordion in the caller's current Blocks context.
 
@@ -105,14 +155,7 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
     ``frame_slider`` (the viewer's candidate row) the range can start at the viewed frame and
     the readiness figure is that frame's group. Errors show as ``gr.Error`` in one line.
     """
-    import gradio as gr
-
-    from backend.errors import CodecLensError
     from backend.export import CLIP_FORMATS, DEFAULT_LAYERS, EXPORT_LAYERS, FIGURE_FORMATS
-
-    def fail(exc: Exception) -> gr.Error:
-        text = exc.one_line() if isinstance(exc, CodecLensError) else str(exc).replace("\n", " ")
-        return gr.Error(text)
 
     with gr.Accordion("Export", open=False, elem_id="export_panel"):
         with gr.Row():
@@ -148,48 +191,25 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
                 list(FIGURE_FORMATS), value="png", label="Figure format", elem_id="figure_format"
             )
             figure_btn = gr.Button("Export figure", elem_id="figure_btn")
-        figure_files = gr.File(
+        figure_out = gr.File(
             label="Exported figure", file_count="multiple", interactive=False, elem_id="figure_files"
         )
 
     # Gradio injects the progress tracker through this default.
     def do_export(rid, chosen, lo, hi, kind, more, progress: Any = gr.Progress()):  # noqa: B008
-        if not rid:
-            raise gr.Error("No run is open: select or open a run first.")
-        try:
-            return export_clip(
-                ws,
-                rid,
-                layers=chosen or [],
-                start=lo,
-                stop=hi,
-                fmt=kind,
-                extras=more or [],
-                on_progress=lambda fraction: progress(fraction, desc="encoding"),
-            )
-        except (CodecLensError, ValueError, OSError) as exc:
-            raise fail(exc) from exc
+        return export_files(
+            ws, rid, chosen, lo, hi, kind, more, lambda fraction: progress(fraction, desc="encoding")
+        )
 
     button.click(do_export, [run_id, layers, start, stop, fmt, extras], files, api_name=False)
-
-    def do_figure(rid, which, kind, row=None):
-        if not rid:
-            raise gr.Error("No run is open: select or open a run first.")
-        try:
-            group = None if row is None else _group_of_row(ws.result(rid), int(row))
-            return export_figure(ws, rid, figure=which, fmt=kind, group_index=group)
-        except (CodecLensError, ValueError, OSError) as exc:
-            raise fail(exc) from exc
-
     figure_inputs = [run_id, figure, figure_fmt] + ([frame_slider] if frame_slider is not None else [])
-    figure_btn.click(do_figure, figure_inputs, figure_files, api_name=False)
-
+    figure_btn.click(
+        lambda rid, which, kind, row=None: figure_files(ws, rid, which, kind, row),
+        figure_inputs,
+        figure_out,
+        api_name=False,
+    )
     if frame_slider is not None:
-
-        def at_viewed(rid, row):
-            if not rid:
-                return gr.update()
-            result = ws.result(rid)
-            return int(result.candidates.frame_indices[int(row or 0)])
-
-        here.click(at_viewed, [run_id, frame_slider], start, api_name=False)
+        here.click(
+            lambda rid, row: viewed_frame_index(ws, rid, row), [run_id, frame_slider], start, api_name=False
+        )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
+
+from app.tabs.common import ui_error
+from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
     from app.workspace import Workspace
@@ -21,15 +25,35 @@ def _status_markdown(outcome: Any) -> str:
     return text
 
 
+def import_run(
+    ws: Workspace, folder: str, source: str, *, on_progress: Callable[[str, float], None] | None = None
+) -> tuple[str, str]:
+    """Import cvp output ``folder`` made from ``source`` (paths inside the allowed folders).
+
+    Returns the new run's id and the status markdown; errors are ``gr.Error`` in one line.
+    """
+    from backend.cvp_format import ImportConfig, import_cvp
+
+    try:
+        outcome = import_cvp(
+            ws.input_path(folder),
+            ws.input_path(source),
+            ws.store,
+            config=ImportConfig(),
+            on_progress=on_progress,
+        )
+    except (CodecLensError, ValueError) as exc:
+        raise ui_error(exc, single_line=True) from exc
+    ws.remember(outcome.run_id, outcome.result)
+    return outcome.run_id, _status_markdown(outcome)
+
+
 def build_import_panel(ws: Workspace, run_id: gr.Textbox) -> None:
     """Two path boxes (resolved inside the allowed folders) and an Import button.
 
     On success the new run's id goes into ``run_id`` (so every tab opens it); errors show as
     ``gr.Error`` with one line naming the file.
     """
-    from backend.cvp_format import ImportConfig, import_cvp
-    from backend.errors import CodecLensError
-
     with gr.Group():
         gr.Markdown("**Import a codec-video-prep output** with the video it was made from.")
         with gr.Row():
@@ -42,19 +66,8 @@ def build_import_panel(ws: Workspace, run_id: gr.Textbox) -> None:
 
     # Gradio injects the progress tracker through this default.
     def do_import(folder: str, source: str, progress: Any = gr.Progress()) -> tuple[str, str]:  # noqa: B008
-        try:
-            outcome = import_cvp(
-                ws.input_path(folder),
-                ws.input_path(source),
-                ws.store,
-                config=ImportConfig(),
-                on_progress=lambda stage, fraction: progress(fraction, desc=stage),
-            )
-        except CodecLensError as exc:
-            raise gr.Error(exc.one_line()) from exc
-        except ValueError as exc:
-            raise gr.Error(str(exc).replace("\n", " ")) from exc
-        ws.remember(outcome.run_id, outcome.result)
-        return outcome.run_id, _status_markdown(outcome)
+        return import_run(
+            ws, folder, source, on_progress=lambda stage, fraction: progress(fraction, desc=stage)
+        )
 
     button.click(do_import, [cvp_dir, video], [run_id, status], api_name=False)

@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli import fail
+from app.cli.common import EXIT_OK, add_store_options, fail_with
 
-EXIT_OK = 0
 PLOTS = ("timeline", "readiness")
 MAX_COMPARE = 3
 
@@ -27,8 +26,6 @@ Paths must lie inside the current directory or a folder given with --allow-dir."
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``export`` on an argparse subparsers object."""
-    from app.cli import add_store_options
-
     p = subparsers.add_parser(
         "export",
         help="export annotated clips, figures, CSV and YUView statistics of stored runs",
@@ -146,12 +143,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         summary = _export(args)
-    except CodecLensError as exc:
-        return fail(exc.one_line())
-    except ValueError as exc:  # invalid names, ranges and options (the project's ValueError style)
-        return fail(str(exc))
-    except OSError as exc:
-        return fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except (CodecLensError, ValueError, OSError) as exc:  # ValueError: invalid names, ranges, options
+        return fail_with(exc)
     if args.json:
         print(json.dumps(summary))
     else:

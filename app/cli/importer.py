@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli import fail
-
-EXIT_OK = 0
+from app.cli.common import EXIT_OK, add_store_options, fail_with
 
 _DESCRIPTION = """\
 Import a codec-video-prep output directory (meta.json, frame_ids.npy, src_patch_position.npy,
@@ -23,8 +21,6 @@ whose tokens are cvp's. Exit 0 on match or mismatch (see the status), 2 on bad i
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``import`` on an argparse subparsers object."""
-    from app.cli import add_store_options
-
     parser = subparsers.add_parser(
         "import",
         help="import a codec-video-prep output directory with its source video as a stored run",
@@ -46,10 +42,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with SessionStore(args.session_db) as store:
             outcome = import_cvp(args.cvp_dir, args.video, store, config=ImportConfig())
-    except CodecLensError as exc:
-        return fail(exc.one_line())
-    except ValueError as exc:  # invalid option values
-        return fail(str(exc))
+    except (CodecLensError, ValueError) as exc:  # ValueError: invalid option values
+        return fail_with(exc)
     if args.json:
         print(json.dumps(outcome.as_dict()))
     else:
@@ -58,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry: ``python -m app.import_cli import ...`` (app/cli.py wires the same parser)."""
+    """Stand-alone entry: ``python -m app.cli.importer import ...`` (app.cli wires the same parser)."""
     parser = argparse.ArgumentParser(prog="codec-lens")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)

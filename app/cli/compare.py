@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli import fail
+from app.cli.common import add_selection_options, add_store_options, fail_with
 
 _DESCRIPTION = """\
 Encode VIDEO in H.264, HEVC, VP9 and AV1 with matched settings (same GOP, same B-frame structure
@@ -27,7 +27,6 @@ With --encoded, the given files are the variants and VIDEO is their luma referen
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``compare`` on an argparse subparsers object."""
-    from app.cli import add_selection_options, add_store_options
     from backend.compare import CODECS, FALLBACK_SCORES, SPEEDS
 
     parser = subparsers.add_parser(
@@ -177,12 +176,8 @@ def run(args: argparse.Namespace) -> int:
             comparison = compare(
                 args.video, store, config=config, options=options, out_dir=args.out_dir, encoded=args.encoded
             )
-    except CodecLensError as exc:
-        return fail(exc.one_line())
-    except ValueError as exc:  # invalid option values (configs raise the project's ValueError)
-        return fail(f"{args.video}: {exc}")
-    except OSError as exc:
-        return fail(f"{exc.filename or args.video}: {exc.strerror or exc}")
+    except (CodecLensError, ValueError, OSError) as exc:  # ValueError: invalid option values
+        return fail_with(exc, subject=args.video)
     s = summary(comparison)
     s["seconds"]["wall"] = round(time.perf_counter() - t0, 3)
     if args.json:
@@ -193,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry: ``python -m app.compare_cli compare ...`` (app/cli.py wires the same parser)."""
+    """Stand-alone entry: ``python -m app.cli.compare compare ...`` (app.cli wires the same parser)."""
     parser = argparse.ArgumentParser(prog="codec-lens")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)

@@ -9,9 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli import fail
-
-EXIT_OK = 0
+from app.cli.common import EXIT_OK, fail, fail_with
 
 ACTIONS = ("analyze", "fit", "apply", "fast-reader", "roundtrip", "batch")
 
@@ -373,16 +371,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         return _COMMANDS[getattr(args, "luma_action", None)](args)
-    except CodecLensError as exc:
-        return fail(exc.one_line())
-    except ValueError as exc:  # invalid option values (configs raise the project's ValueError)
-        return fail(str(exc))
-    except OSError as exc:  # e.g. a --json path that cannot be written
-        return fail(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    # ValueError: invalid option values; OSError: e.g. a --json path that cannot be written.
+    except (CodecLensError, ValueError, OSError) as exc:
+        return fail_with(exc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry: ``python -m app.luma_cli luma-bias ...`` (app/cli.py wires the same parser)."""
+    """Stand-alone entry: ``python -m app.cli.luma luma-bias ...`` (app.cli wires the same parser)."""
     parser = argparse.ArgumentParser(prog="codec-lens")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)

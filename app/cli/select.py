@@ -1,0 +1,91 @@
+"""``codec-lens select``: run the selection pipeline on a video (cvp-style output and/or a session)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from app.cli.common import add_selection_options, fail, fail_with, options_from_args
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``select`` on an argparse subparsers object."""
+    sel = subparsers.add_parser(
+        "select", help="run the selection pipeline on a video (cvp-style output and/or a session)"
+    )
+    sel.add_argument("video", help="input video file")
+    sel.add_argument(
+        "--out", help="output directory: new, empty or an earlier output (replaced when the run succeeds)"
+    )
+    sel.add_argument(
+        "--session-db", type=Path, help="store the run in this DuckDB session file and print its id"
+    )
+    sel.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    add_selection_options(sel)
+    return sel
+
+
+def summary_of(result: Any, options: Any, seconds: float, **extra: Any) -> dict[str, Any]:
+    """The run summary ``select`` and ``reselect`` print (``extra`` keys appended)."""
+    return {
+        "video": result.info.path,
+        "profile": options.profile,
+        "frames": int(result.candidates.frame_indices.size),
+        "total_frames": result.info.total_frames,
+        "groups": len(result.selection.groups),
+        "canvases": int(result.canvases.images.shape[0]),
+        "tokens": int(result.canvases.tokens.shape[0]),
+        "valid_tokens": int(result.canvases.tokens[:, 7].sum()),
+        "seconds": round(seconds, 3),
+        "read_mode": result.decoded.read_mode,
+        "stage_seconds": {k: round(v, 4) for k, v in result.timings_secs.items()},
+        "warnings": [w.as_dict() for w in result.warnings],
+    } | extra
+
+
+def print_summary(summary: dict[str, Any], as_json: bool) -> None:
+    """One JSON object, or one line naming the output folder and/or the stored run."""
+    if as_json:
+        print(json.dumps(summary))
+        return
+    where = " → ".join(str(summary[k]) for k in ("out", "run_id") if summary.get(k))
+    print(
+        f"{summary['video']}: {summary['frames']} frames → {summary['groups']} groups, "
+        f"{summary['canvases']} canvases, {summary['tokens']} tokens in {summary['seconds']:.2f} s "
+        f"({summary['profile']}, {len(summary['warnings'])} warnings)" + (f" → {where}" if where else "")
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed ``select`` command: 0 when done, 2 with one error line on bad input."""
+    from backend.cvp_format import check_out_dir, write_output
+    from backend.errors import CodecLensError
+    from backend.pipeline import run as run_pipeline
+
+    if args.out is None and args.session_db is None:
+        return fail("give --out DIR, --session-db PATH or both")
+    t0 = time.perf_counter()
+    run_id = None
+    try:
+        options = options_from_args(args)
+        if args.out is not None:
+            check_out_dir(args.out)  # before the run, not after it has been stored
+        if args.session_db is not None:
+            from backend.runs import select_and_store
+            from backend.store import SessionStore
+
+            with SessionStore(args.session_db) as store:
+                run_id, result = select_and_store(args.video, store, options=options)
+        else:
+            result = run_pipeline(args.video, options=options)
+        if args.out is not None:
+            write_output(result, args.out)
+    except (CodecLensError, ValueError) as exc:  # ValueError: invalid option values
+        stored = run_id is not None and isinstance(exc, CodecLensError)
+        return fail_with(exc, note=f" (the run is stored as {run_id})" if stored else "")
+    summary = summary_of(result, options, time.perf_counter() - t0, out=args.out, run_id=run_id)
+    print_summary(summary, args.json)
+    return 0

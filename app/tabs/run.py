@@ -1,0 +1,196 @@
+"""Run tab: choose or upload a video, set the selection options, run (or re-select) it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from app.tabs.common import ui_error
+from app.tabs.sessions import SessionsPanel, build_sessions_panel, save_view, sessions_update
+from app.workspace import store_upload, upload_name
+from backend.errors import CodecLensError
+
+if TYPE_CHECKING:
+    from app.tabs.inspect import InspectTab
+    from app.workspace import Workspace
+
+
+def option_controls() -> dict[str, Any]:
+    """One control per SelectionOptions field, generated from the field metadata."""
+    from backend.config import field_help
+    from backend.pipeline import SelectionOptions
+
+    controls: dict[str, Any] = {}
+    for name, meta in field_help(SelectionOptions).items():
+        label, info, default = meta["label"], meta["help"], meta["default"]
+        elem_id = f"opt_{name}"
+        if meta["choices"]:
+            controls[name] = gr.Dropdown(
+                list(meta["choices"]), value=default, label=label, info=info, elem_id=elem_id
+            )
+        elif isinstance(default, bool):
+            controls[name] = gr.Checkbox(value=default, label=label, info=info, elem_id=elem_id)
+        else:
+            controls[name] = gr.Number(
+                value=default,
+                label=label,
+                info=info,
+                minimum=meta["min"],
+                maximum=meta["max"],
+                precision=0 if isinstance(default, int) else None,
+                elem_id=elem_id,
+            )
+    return controls
+
+
+def on_upload(ws: Workspace, file: Any) -> tuple[Any, Any]:
+    """Store an uploaded video and probe it: its path for the path box and a status line.
+
+    A file that is not a usable video is removed again; the error names the upload.
+    """
+    from backend.stages.probe import ProbeConfig, probe
+
+    if file is None:
+        return gr.update(), gr.update()
+    name = upload_name(file)
+    try:
+        dest = store_upload(ws, file)
+    except CodecLensError as exc:
+        raise ui_error(exc) from exc
+    try:
+        info = probe(dest, config=ProbeConfig(profile="clean"))
+    except CodecLensError as exc:
+        dest.unlink(missing_ok=True)
+        raise gr.Error(exc.one_line().replace(str(dest), name)) from exc
+    return str(dest), (
+        f"Uploaded **{name}**: {info.codec_name} {info.width}×{info.height}, "
+        f"{info.total_frames} frames. Press **Run**."
+    )
+
+
+def selection_options(names: Sequence[str], values: Sequence[Any]) -> Any:
+    """SelectionOptions from the option controls' values (numbers arrive as floats)."""
+    from backend.pipeline import SelectionOptions
+
+    defaults = SelectionOptions(profile="clean")
+    try:
+        raw = dict(zip(names, values, strict=True))
+        for name, value in raw.items():
+            default = getattr(defaults, name)
+            if isinstance(default, int) and not isinstance(default, bool) and value is not None:
+                raw[name] = int(value)
+        return SelectionOptions(**raw)
+    except (ValueError, TypeError) as exc:
+        raise gr.Error(str(exc)) from exc
+
+
+def _select(
+    ws: Workspace, run_id: str, video: Any, options: Any, on_progress: Callable[[str, float], None]
+) -> tuple[str, Any, str]:
+    """A new run of ``video``: re-selected from the open run's cache when it is the same video."""
+    from backend.runs import reselect, select_and_store
+
+    if bool(run_id) and ws.store.get_run(run_id).video_path == str(video):
+        base = ws.store.get_run(run_id).config
+        changes = {k: v for k, v in options.as_dict().items() if base.get(k) != v}
+        return reselect(ws.store, run_id, changes, on_progress=on_progress, memory=ws.memory)
+    new_id, result = select_and_store(video, ws.store, options=options, on_progress=on_progress)
+    return new_id, result, "full"
+
+
+def start_run(
+    ws: Workspace,
+    run_id: str,
+    path_text: str,
+    view: tuple[float, list[str], float, str],
+    options: Any,
+    progress: Callable[..., Any],
+) -> tuple[str, str, Any, Any]:
+    """Run (or re-select) the video at ``path_text`` with ``options``.
+
+    ``view``: the open run's viewer (row, layers, opacity, colormap), saved so that reopening
+    it finds it as it was left. ``progress(fraction, desc=stage)`` follows the run. Returns the
+    new run id, the status line, the runs table and the stored-run choices.
+    """
+    t0 = time.perf_counter()
+    try:
+        video = ws.input_path(path_text or "")
+        if not video.is_file():
+            raise gr.Error(f"{path_text}: no such video file")
+        progress(0.0, desc="starting")
+
+        def on_progress(stage: str, fraction: float) -> None:
+            progress(fraction, desc=stage)
+
+        new_id, result, how = _select(ws, run_id, video, options, on_progress)
+    except CodecLensError as exc:
+        raise ui_error(exc) from exc
+    ws.remember(new_id, result)
+    save_view(ws, run_id, *view)
+    note = "decoded" if how == "full" else "re-selected from the cache, nothing decoded"
+    status = (
+        f"Run **{new_id}** done in {time.perf_counter() - t0:.2f} s ({note}): "
+        f"{len(result.selection.groups)} groups, {result.canvases.images.shape[0]} canvases, "
+        f"{result.canvases.tokens.shape[0]} tokens."
+    )
+    table, picks = sessions_update(ws, new_id)
+    return new_id, status, table, picks
+
+
+@dataclass
+class RunTab:
+    """The Run tab's components."""
+
+    video_path: Any
+    upload: Any
+    controls: dict[str, Any]
+    run_btn: Any
+    run_status: Any
+    sessions: SessionsPanel
+
+
+def build_run_tab(ws: Workspace, run_id: gr.Textbox) -> RunTab:
+    """The video path and upload, the option controls, Run, and the sessions panel."""
+    gr.Markdown(
+        "Choose a video (a path inside the allowed folders, or an upload), a profile and "
+        "the selection options, then **Run**. Only grouping/selection options changed on "
+        "the open video re-select from the cache without decoding."
+    )
+    with gr.Row():
+        video_path = gr.Textbox(label="Video path", elem_id="video_path", scale=3)
+        upload = gr.File(label="Upload a video", elem_id="upload", scale=2)
+    with gr.Accordion("Selection options", open=True):
+        with gr.Row(equal_height=False):
+            controls = option_controls()
+    run_btn = gr.Button("Run", variant="primary", elem_id="run_btn")
+    run_status = gr.Markdown("", elem_id="run_status")
+    sessions = build_sessions_panel(ws, run_id)
+    return RunTab(video_path, upload, controls, run_btn, run_status, sessions)
+
+
+def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: InspectTab) -> None:
+    """Upload and Run; a run saves the viewer of ``inspect`` for the run it replaces."""
+    tab.upload.upload(
+        lambda file, current: on_upload(ws, file),
+        [tab.upload, run_id],
+        [tab.video_path, tab.run_status],
+        api_name=False,
+    )
+    names = list(tab.controls)
+
+    def run(rid: str, path_text: str, row, lay, op, cm, *values: Any, progress=gr.Progress()):  # noqa: B008 - Gradio's progress hook
+        options = selection_options(names, values)
+        return start_run(ws, rid, path_text, (row, lay, op, cm), options, progress)
+
+    viewer = [inspect.slider, inspect.layers, inspect.opacity, inspect.colormap]
+    tab.run_btn.click(
+        run,
+        [run_id, tab.video_path, *viewer, *tab.controls.values()],
+        [run_id, tab.run_status, tab.sessions.runs, tab.sessions.open_pick],
+        api_name=False,
+        show_progress="full",
+    )

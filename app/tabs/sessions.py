@@ -1,0 +1,105 @@
+"""Sessions panel of the Run tab: the stored runs, reopening one where its viewer was left, imports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gradio as gr
+
+from app.tabs.common import ui_error
+from app.tabs.import_panel import build_import_panel
+from backend.errors import CodecLensError
+
+if TYPE_CHECKING:
+    from app.workspace import Workspace
+
+RUN_HEADERS = ["run_id", "video", "profile", "status", "created", "parent", "warnings"]
+
+
+def runs_table(ws: Workspace) -> list[list[Any]]:
+    """One row per stored run (columns :data:`RUN_HEADERS`)."""
+    rows = []
+    for r in ws.store.list_runs():
+        rows.append(
+            [
+                r.run_id,
+                Path(r.video_path).name,
+                r.profile,
+                r.status,
+                f"{r.created_at:%Y-%m-%d %H:%M:%S}",
+                r.parent_run_id or "",
+                len(r.warnings),
+            ]
+        )
+    return rows
+
+
+def sessions_update(ws: Workspace, selected: str | None = None) -> tuple[Any, Any]:
+    """The runs table and the stored-run choices (finished runs), keeping ``selected`` if it is one."""
+    table = runs_table(ws)
+    done = [(f"{r[0]} · {r[1]} · {r[2]} · {r[4]}", r[0]) for r in table if r[3] == "done"]
+    value = selected if selected in {v for _, v in done} else None
+    return gr.update(value=table), gr.update(choices=done, value=value)
+
+
+def save_view(ws: Workspace, run_id: str, row: float, layers: list[str], opacity: float, cmap: str) -> None:
+    """Remember where run ``run_id``'s viewer is (no-op without a run)."""
+    if run_id:
+        ws.store.save_view(run_id, {"row": int(row), "layers": layers, "opacity": opacity, "colormap": cmap})
+
+
+def open_stored(
+    ws: Workspace, current: str, chosen: str | None, row: float, layers: list[str], opacity: float, cmap: str
+) -> str:
+    """Remember where the open run's viewer is, then switch to ``chosen``."""
+    if not chosen:
+        raise gr.Error("Choose a stored run to open.")
+    try:
+        save_view(ws, current, row, layers, opacity, cmap)
+        ws.result(chosen)  # fails here, with the previous run still shown, if it cannot open
+    except CodecLensError as exc:
+        raise ui_error(exc) from exc
+    return chosen
+
+
+def page_load(ws: Workspace, run_id: str | None) -> tuple[Any, ...]:
+    """What a new page starts with: the run to open, the runs table and the choices."""
+    return (run_id or "", *sessions_update(ws, run_id))
+
+
+@dataclass
+class SessionsPanel:
+    open_pick: gr.Dropdown
+    open_btn: gr.Button
+    refresh_btn: gr.Button
+    runs: gr.Dataframe
+
+
+def build_sessions_panel(ws: Workspace, run_id: gr.Textbox) -> SessionsPanel:
+    """The stored-run picker, the import panel and the runs table, in the caller's context."""
+    gr.Markdown("### Sessions")
+    with gr.Row():
+        open_pick = gr.Dropdown([], label="Stored run", elem_id="open_pick", scale=3)
+        open_btn = gr.Button("Open", elem_id="open_btn", scale=1)
+        refresh_btn = gr.Button("Refresh", elem_id="refresh_btn", scale=1)
+    with gr.Accordion("Import a codec-video-prep output directory", open=False):
+        build_import_panel(ws, run_id)
+    runs = gr.Dataframe(headers=RUN_HEADERS, label="Runs", interactive=False, elem_id="runs_table")
+    return SessionsPanel(open_pick=open_pick, open_btn=open_btn, refresh_btn=refresh_btn, runs=runs)
+
+
+def wire_sessions_panel(
+    ws: Workspace, run_id: gr.Textbox, panel: SessionsPanel, view_controls: list[gr.Component]
+) -> None:
+    """Refresh and Open; ``view_controls`` (row, layers, opacity, colormap) are saved on Open."""
+    panel.refresh_btn.click(
+        lambda rid: sessions_update(ws, rid), run_id, [panel.runs, panel.open_pick], api_name=False
+    )
+    panel.open_btn.click(
+        lambda current, chosen, row, lay, op, cm: open_stored(ws, current, chosen, row, lay, op, cm),
+        [run_id, panel.open_pick, *view_controls],
+        run_id,
+        api_name=False,
+    )

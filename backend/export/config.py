@@ -1,0 +1,160 @@
+"""Export settings and inputs: ExportConfig, the frame-range syntax and loading a stored run to export."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.config import param, parse_names, validate_fields
+from backend.pipeline import RunResult
+from backend.render import COLORMAPS, DEFAULT_LAYERS, LAYER_NAMES, SCALES, LayerOptions, layer_options
+from backend.runs import open_run
+from backend.store import SessionStore
+
+CLIP_FORMATS: tuple[str, ...] = ("mp4", "webm", "gif", "png", "none")
+"""``none`` writes no clip (tables, YUView statistics or figures only)."""
+FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf", "html")
+EXPORT_LAYERS = LAYER_NAMES
+YUVIEW_COORDINATES: tuple[str, ...] = ("source", "processed")
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+
+
+# -- names and ranges --------------------------------------------------------------------------
+
+
+def parse_frame_range(text: str | None) -> tuple[int, int | None] | None:
+    """``A:B`` → (A, B), frame_index from A up to B exclusive; ``A:`` → (A, None); ``:B`` → (0, B).
+
+    None or an empty string mean every candidate frame.
+    """
+    if text is None or not str(text).strip():
+        return None
+    bad = ValueError(
+        f"Invalid frames ({text!r}). Supported values are A:B, A: or :B with frame_index 0 ≤ A < B "
+        "(B exclusive)."
+    )
+    parts = str(text).strip().split(":")
+    if len(parts) != 2:
+        raise bad
+    try:
+        start = int(parts[0]) if parts[0].strip() else 0
+        stop = int(parts[1]) if parts[1].strip() else None
+    except ValueError:
+        raise bad from None
+    if start < 0 or (stop is not None and stop <= start):
+        raise bad
+    return start, stop
+
+
+# -- config and records ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """What one export writes, and where.
+
+    Every file goes next to ``out_path``: the clip is ``out_path`` itself; companions are
+    ``<stem>.frames.csv``, ``<stem>.blocks.csv``, ``<stem>.yuview.csv`` (compared runs:
+    ``<stem>.<run_id>.yuview.csv``), ``<stem>.<figure>.<fmt>``; the sidecar is ``<out_path>.json``.
+    """
+
+    out_path: str | Path
+    """Clip file (``png``: a folder of frames, or one ``.png`` file for a one-frame range)."""
+    allowed_roots: tuple[str | Path, ...]
+    """Folders exports may write into; anything resolving outside them is refused. A relative
+    ``out_path`` is taken relative to the first."""
+    format: str = param("mp4", label="Format", help="clip format", choices=CLIP_FORMATS)
+    frames: tuple[int, int | None] | None = None
+    """(start, stop) frame_index range, stop exclusive or None for the end; None = every candidate."""
+    layers: tuple[str, ...] = DEFAULT_LAYERS
+    opacity: float = param(0.5, label="Heatmap opacity", help="heatmap weight", min=0.0, max=1.0)
+    colormap: str = param("turbo", label="Colormap", help="heatmap colours", choices=tuple(COLORMAPS))
+    scale: str = param("frame", label="Heatmap scale", help="frame or video", choices=SCALES)
+    fps: float | None = None
+    """Clip frame rate; None = the video's (25 when unknown)."""
+    crf: int = param(18, label="CRF", help="mp4/webm constant quality (lower is better)", min=0, max=51)
+    stamp: bool = param(True, label="Stamp", help="draw frame index and timestamp under each frame")
+    tables: bool = param(False, label="Tables", help="per-frame and per-block CSV")
+    yuview: bool = param(False, label="YUView", help="per-block statistics in YUView's CSV format")
+    yuview_coordinates: str = param(
+        "source",
+        label="YUView coordinates",
+        help="source: blocks scaled onto the original video; processed: the processed frame",
+        choices=YUVIEW_COORDINATES,
+    )
+    plot_formats: tuple[str, ...] = ("png",)
+    """Formats of the figures passed to :func:`write_export` (see :data:`FIGURE_FORMATS`)."""
+    chromium_path: str = DEFAULT_CHROMIUM
+    """Browser kaleido drives for png/svg/pdf figures (never downloaded)."""
+    figure_width_px: int = param(1200, label="Figure width", help="static figure width", min=100, max=8000)
+    figure_height_px: int = param(500, label="Figure height", help="static figure height", min=100, max=8000)
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+        object.__setattr__(self, "layers", parse_names(self.layers, EXPORT_LAYERS, what="layer"))
+        object.__setattr__(
+            self, "plot_formats", parse_names(self.plot_formats, FIGURE_FORMATS, what="plot format")
+        )
+        if self.frames is not None:
+            pair = isinstance(self.frames, (tuple, list)) and len(self.frames) == 2
+            start, stop = self.frames if pair else (None, None)
+            if (
+                not pair
+                or not isinstance(start, int)
+                or start < 0
+                or (stop is not None and (not isinstance(stop, int) or stop <= start))
+            ):
+                raise ValueError(
+                    f"Invalid frames ({self.frames!r}). Supported values are (start, stop) with "
+                    "0 ≤ start < stop, or (start, None)."
+                )
+            object.__setattr__(self, "frames", (start, stop))
+        if self.fps is not None and not (isinstance(self.fps, (int, float)) and 0 < self.fps <= 1000):
+            raise ValueError(f"Invalid fps ({self.fps!r}). Supported values are above 0 up to 1000.")
+        if isinstance(self.allowed_roots, (str, Path)) or not self.allowed_roots:
+            raise ValueError(
+                f"Invalid allowed roots ({self.allowed_roots!r}). Supported values are a tuple of folders."
+            )
+        object.__setattr__(self, "allowed_roots", tuple(self.allowed_roots))
+        if not str(self.out_path).strip():
+            raise ValueError("Invalid out path (''). Supported values are a file path.")
+        self.layer_options()  # opacity/colormap/scale checks
+
+    def layer_options(self) -> LayerOptions:
+        return layer_options(self.layers, opacity=self.opacity, colormap=self.colormap, scale=self.scale)
+
+
+@dataclass(frozen=True)
+class ExportRun:
+    """A stored run to export: its records and what the store says about it."""
+
+    run_id: str
+    result: RunResult
+    config: dict[str, Any]
+    """Selection options the run was made with (the store's ``config_json``)."""
+    versions: dict[str, Any]
+    """Versions recorded when the run was made."""
+    video_path: str
+    cache_key: str | None
+
+
+def load_export_run(
+    store: SessionStore,
+    run_id: str,
+    *,
+    memory: dict[str, Any] | None = None,
+    result: RunResult | None = None,
+) -> ExportRun:
+    """A stored run with its records (rebuilt by ``open_run`` unless ``result`` is given)."""
+    row = store.get_run(run_id)
+    if result is None:
+        result = open_run(store, run_id, memory=memory)
+    return ExportRun(
+        run_id=row.run_id,
+        result=result,
+        config=dict(row.config),
+        versions=dict(row.versions),
+        video_path=row.video_path,
+        cache_key=row.cache_key,
+    )

@@ -1,0 +1,198 @@
+"""The selection run: the stage calls of a selector recipe, in order, each through the stage table."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backend.errors import PipelineError
+from backend.pipeline.options import SelectionOptions
+from backend.pipeline.quirks import quirk, quirk_on, quirk_warning
+from backend.pipeline.registry import STAGES
+from backend.records import (
+    Candidates,
+    Canvases,
+    DecodedFrames,
+    FrameQuality,
+    Geometry,
+    Groups,
+    RunWarning,
+    ScoreMaps,
+    Selection,
+    VideoInfo,
+)
+from backend.stages.decode import FrameResults, FrameWork
+from backend.stages.quality import frame_bad_reason
+from backend.stages.score import frame_scores, per_frame_scoring
+
+ProgressCallback = Callable[[str, float], None]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything one selection run produced, stage by stage."""
+
+    options: SelectionOptions
+    info: VideoInfo
+    candidates: Candidates
+    geometry: Geometry
+    decoded: DecodedFrames
+    quality: FrameQuality
+    scores: ScoreMaps
+    groups: Groups
+    selection: Selection
+    canvases: Canvases
+    warnings: tuple[RunWarning, ...]
+    timings_secs: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Front:
+    """Records of the expensive stages, reusable while FRONT_OPTIONS stay the same."""
+
+    info: VideoInfo
+    candidates: Candidates
+    geometry: Geometry
+    decoded: DecodedFrames
+    quality: FrameQuality
+
+
+def run(
+    video: str | Path,
+    *,
+    options: SelectionOptions,
+    on_progress: ProgressCallback | None = None,
+    front: Front | None = None,
+    scores: ScoreMaps | None = None,
+    info: VideoInfo | None = None,
+) -> RunResult:
+    """Run every stage on one video.
+
+    Parameters
+    ----------
+    video : path of the video file.
+    options : selection options (profile + cvp options).
+    on_progress : called as ``on_progress(stage_name, fraction_done)`` after each stage.
+    front : cached probe … quality records (from a run with the same FRONT_OPTIONS);
+        those stages are then skipped.
+    scores : cached score maps (same front and SCORE_OPTIONS); the score stage is skipped.
+    info : the probe of ``video`` under this profile, when the caller already has it.
+
+    Returns
+    -------
+    RunResult holding every stage's record, the warnings that fired and per-stage times.
+
+    Raises
+    ------
+    InputError, UnsupportedVideoError, BitcostUnavailableError, DecodeError, PipelineError.
+    """
+    cfg = options.stage_configs()
+    timings: dict[str, float] = {}
+
+    def call(name: str, *inputs: Any, **extra: Any) -> Any:
+        t0 = time.perf_counter()
+        out = STAGES.lookup(name).function(*inputs, config=cfg[name], **extra)
+        timings[name] = time.perf_counter() - t0
+        if on_progress is not None:
+            on_progress(name, (STAGES.names.index(name) + 1) / len(STAGES))
+        return out
+
+    t_start = time.perf_counter()
+    if front is None:
+        if info is None:
+            info = call("probe", video)
+        sampled = call("sample", info)
+        candidates = call("keyframes", sampled, info)
+        geometry = call("geometry", info)
+        work = _decode_work(cfg, geometry, scores_cached=scores is not None)
+        decoded, per_frame = call("decode", info, candidates, geometry, work=work)
+        quality = call("quality", decoded, precomputed=per_frame.pixels)
+    else:
+        info, candidates, geometry = front.info, front.candidates, front.geometry
+        decoded, quality = front.decoded, front.quality
+        per_frame = FrameResults()
+    if scores is None:
+        scores = call("score", decoded, geometry, precomputed=per_frame.grids)
+    groups = call("group", info, candidates, scores, geometry)
+    selection = call("select", candidates, scores, quality, groups, geometry)
+    if not selection.groups:
+        raise PipelineError(
+            f"no canvases produced: {candidates.frame_indices.size} candidates never formed a group "
+            f"of at least {cfg['group'].frame_limits[0]} frames",
+            path=info.path,
+            stage="select",
+        )
+    canvases = call("pack", selection, decoded, geometry)
+    timings["total"] = time.perf_counter() - t_start
+    warnings = _run_warnings(options, info, geometry)
+    warnings += candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
+    return RunResult(
+        options=options,
+        info=info,
+        candidates=candidates,
+        geometry=geometry,
+        decoded=decoded,
+        quality=quality,
+        scores=scores,
+        groups=groups,
+        selection=selection,
+        canvases=canvases,
+        warnings=warnings,
+        timings_secs=timings,
+    )
+
+
+def _decode_work(cfg: dict[str, Any], geometry: Geometry, *, scores_cached: bool) -> FrameWork:
+    """The quality and score stages' per-frame parts, run where the decode lands each frame.
+
+    The bad-frame test and (when a frame's scores depend on its grid alone) the score sums
+    run inside the decode workers, in parallel with the read; the quality and score stages
+    then only assemble those results.
+    """
+    per_frame_scores = not scores_cached and per_frame_scoring(cfg["score"])
+    return FrameWork(
+        on_pixels=functools.partial(frame_bad_reason, config=cfg["quality"]),
+        on_grid=(
+            functools.partial(frame_scores, geometry=geometry, config=cfg["score"])
+            if per_frame_scores
+            else None
+        ),
+    )
+
+
+def _run_warnings(options: SelectionOptions, info: VideoInfo, geometry: Geometry) -> tuple[RunWarning, ...]:
+    out: list[RunWarning] = []
+    if info.frame_count_source == "duration_estimate":
+        out.append(
+            quirk_warning(
+                "frame_count_estimated",
+                f"frame count {info.total_frames} guessed as round(fps × duration) "
+                f"({info.fps:g} × {info.duration_secs:g}); the {info.format_name} header has none",
+            )
+        )
+    if options.frame_sampling_mode == "pkt_peak" and quirk_on(options.profile, "pkt_peak_is_fps"):
+        cite = quirk("pkt_peak_is_fps").cite
+        out.append(
+            quirk_warning("pkt_peak_is_fps", f"frame_sampling_mode pkt_peak ran the fps sampler ({cite})")
+        )
+    if geometry.processed_hw != geometry.prepared_hw:
+        out.append(
+            quirk_warning(
+                "double_resize",
+                f"decoded at {geometry.prepared_hw[1]}x{geometry.prepared_hw[0]} then resized again to "
+                f"{geometry.processed_hw[1]}x{geometry.processed_hw[0]} ({quirk('double_resize').cite})",
+            )
+        )
+    if geometry.processed_hw[0] * geometry.processed_hw[1] > info.width * info.height:
+        out.append(
+            quirk_warning(
+                "upscaled",
+                f"frames upscaled from {info.width}x{info.height} to "
+                f"{geometry.processed_hw[1]}x{geometry.processed_hw[0]}",
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,132 @@
+"""Run-and-store: hash the video, run the pipeline, store its rows and decode; reopen a stored run."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from backend import __version__
+from backend.errors import CodecLensError, StoreError
+from backend.pipeline import Front, ProgressCallback, RunResult, SelectionOptions, run
+from backend.records import ScoreMaps
+from backend.runs.decode_cache import (
+    DEFAULT_CACHE_BUDGET_BYTES,
+    cache_key,
+    cached_front,
+    cached_scores,
+    prune_cache,
+    save_front,
+    save_scores,
+)
+from backend.stages.probe import ProbeConfig, probe
+from backend.store import SessionStore, run_columns, run_summary
+from native import gateway
+
+
+def content_sha256(path: str | Path) -> str:
+    """sha256 of the file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def select_and_store(
+    video: str | Path,
+    store: SessionStore,
+    *,
+    options: SelectionOptions,
+    on_progress: ProgressCallback | None = None,
+    parent_run_id: str | None = None,
+    front: Front | None = None,
+    scores: ScoreMaps | None = None,
+    content: str | None = None,
+    key: str | None = None,
+    scores_run_id: str | None = None,
+    session_id: str | None = None,
+    cache_budget_bytes: int = DEFAULT_CACHE_BUDGET_BYTES,
+) -> tuple[str, RunResult]:
+    """Run the pipeline, store every table and the decode cache; a failure marks the run failed.
+
+    A re-selection passes the cached ``front`` with its cache ``key`` and ``session_id``;
+    the video is then neither hashed nor read. After a new decode is cached, older ones
+    are removed (least recently used first) while the cache exceeds ``cache_budget_bytes``.
+
+    Returns
+    -------
+    (run_id, RunResult).
+    """
+    # Probed first: its input checks name a missing or unreadable file before it is hashed.
+    info = front.info if front is not None else probe(video, config=ProbeConfig(profile=options.profile))
+    if content is None and (front is None or key is None or session_id is None):
+        content = content_sha256(video)
+    if session_id is None:
+        assert content is not None
+        session_id = store.ensure_session(info, content)
+    run_kwargs = {
+        "profile": options.profile,
+        "config": options.as_dict(),
+        "versions": {"codec_lens": __version__, **gateway.versions()},
+        "parent_run_id": parent_run_id,
+    }
+    if key is None:
+        assert content is not None
+        key = cache_key(content, options)
+    # A full run is visible as ``running`` while it decodes; a re-selection from the
+    # cache takes milliseconds, so it is written in one transaction when it is done.
+    run_id = store.begin_run(session_id, **run_kwargs) if front is None else None
+    try:
+        result = run(video, options=options, on_progress=on_progress, front=front, scores=scores, info=info)
+        # Score grids reused from scores_run_id are stored there already.
+        tables = run_columns(result, score_grids=scores_run_id is None)
+        summary = run_summary(result, key, scores_run_id)
+        if run_id is None:
+            run_id = store.insert_finished_run(session_id, tables=tables, summary=summary, **run_kwargs)
+        else:
+            store.finish_run(run_id, tables, summary)
+    except (CodecLensError, ValueError, OSError, RuntimeError) as exc:
+        store.fail_run(run_id or store.begin_run(session_id, **run_kwargs), str(exc))
+        raise
+    except BaseException:
+        store.fail_run(run_id or store.begin_run(session_id, **run_kwargs), "interrupted")
+        raise
+    if front is None:
+        assert content is not None
+        save_front(store, key, content, result)
+        prune_cache(store, budget_bytes=cache_budget_bytes, keep=[key])
+    elif scores is None:
+        folder = store.cache_lookup(key)
+        if folder is not None:
+            save_scores(folder, result)
+    return run_id, result
+
+
+def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None = None) -> RunResult:
+    """Rebuild a stored, finished run's records for viewing, without storing anything.
+
+    The decode comes from the run's cache (or ``memory``, as in :func:`reselect`); grouping,
+    selection and packing re-run on it with the stored options, which reproduces the run
+    exactly because those stages are deterministic. Without a cache the video is decoded again.
+
+    Returns
+    -------
+    RunResult of the run.
+
+    Raises
+    ------
+    StoreError if the run is unknown or not done; the pipeline's errors if the video changed.
+    """
+    row = store.get_run(run_id)
+    if row.status != "done":
+        raise StoreError(f"run {run_id} is {row.status}, not done", path=store.path, stage="open")
+    fields = {f.name for f in dataclasses.fields(SelectionOptions)}
+    options = SelectionOptions(**{k: v for k, v in row.config.items() if k in fields})
+    front, folder = cached_front(store, row.cache_key, memory) if row.cache_key else (None, None)
+    if front is None:
+        return run(row.video_path, options=options)
+    assert row.cache_key is not None
+    scores = cached_scores(store, row.cache_key, folder, options, front, memory)
+    return run(row.video_path, options=options, front=front, scores=scores, info=front.info)

@@ -1,0 +1,155 @@
+"""The tabs' handlers called directly: a real workspace (DuckDB file), the bundled sample, no browser."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pytest
+from conftest import requires_cvp
+
+from app.tabs import export_panel, inspect, run, sessions
+from app.workspace import SAMPLE_VIDEO, Workspace, ensure_run, make_workspace
+from views.inspector.frame_cache import JpegCache
+
+pytestmark = [requires_cvp]
+
+LAYERS = ["kept", "anchor"]
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    root = tmp_path_factory.mktemp("tabs")
+    workspace = make_workspace(session_db=root / "sessions.duckdb", output_dir=root / "work")
+    yield workspace
+    workspace.close()
+
+
+@pytest.fixture(scope="module")
+def run_id(ws: Workspace) -> str:
+    return ensure_run(ws, SAMPLE_VIDEO)
+
+
+def _option_defaults() -> dict[str, Any]:
+    from backend.config import field_help
+    from backend.pipeline import SelectionOptions
+
+    return {name: meta["default"] for name, meta in field_help(SelectionOptions).items()}
+
+
+def test_opening_a_run_shows_its_first_frame_and_options(ws: Workspace, run_id: str) -> None:
+    defaults = _option_defaults()
+    out = inspect.show_run(ws, defaults, run_id, 0, LAYERS, 0.5, "turbo", "frame")
+    assert len(out) == len(inspect.VIEW_OUTPUTS) + 3 + len(defaults)
+    view = dict(zip(inspect.VIEW_OUTPUTS, out, strict=False))
+    assert "flower_timelapse_cc0.mp4" in view["summary"] and "canvases" in view["summary"]
+    assert view["slider"]["value"] == 0 and view["slider"]["maximum"] > 10
+    assert f"lens/frame?run={run_id}&row=0&l=kept%2Canchor" in view["frame"]
+    assert "candidate 0 · frame 0" in view["info"]
+    assert view["video_path"]["value"] == str(SAMPLE_VIDEO.resolve())
+    layers, opacity, cmap = out[len(inspect.VIEW_OUTPUTS) : len(inspect.VIEW_OUTPUTS) + 3]
+    assert (layers, opacity, cmap) == (LAYERS, 0.5, "turbo")
+    options = out[len(inspect.VIEW_OUTPUTS) + 3 :]
+    assert options[list(defaults).index("profile")]["value"] == "clean"
+    # Without a run nothing changes.
+    assert all(u == gr.update() for u in inspect.show_run(ws, defaults, "", 0, LAYERS, 0.5, "turbo", "frame"))
+
+
+def test_changing_a_layer_changes_the_frame_and_the_legend(ws: Workspace, run_id: str) -> None:
+    cache = JpegCache(budget_bytes=8 << 20)
+    plain = inspect.render_jpeg(ws, cache, run_id, 2, "kept", 0.5, "turbo", "frame")
+    heat = inspect.render_jpeg(ws, cache, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame")
+    assert plain[:2] == heat[:2] == b"\xff\xd8" and plain != heat
+    assert inspect.legend_of(ws, run_id, 2, ["kept"], 0.5, "turbo", "frame") is None
+    legend = inspect.legend_of(ws, run_id, 2, ["kept", "heatmap"], 0.5, "turbo", "frame")
+    assert legend is not None and legend.ndim == 3
+    with pytest.raises(ValueError, match=r"Invalid row \(9999\)"):
+        inspect.render_jpeg(ws, cache, run_id, 9999, "kept", 0.5, "turbo", "frame")
+    assert inspect.info_fragment(ws, run_id, 2).startswith("candidate 2 · frame ")
+
+
+def test_steps_jumps_blocks_and_groups(ws: Workspace, run_id: str) -> None:
+    result = ws.result(run_id)
+    second = result.groups.specs[1]
+    assert inspect.step(ws, run_id, 0, "next_group") == second.start
+    frame_index = int(result.candidates.frame_indices[5])
+    assert inspect.jump(ws, run_id, str(frame_index)) == 5
+    assert inspect.pick_block(ws, run_id, 0, "3,3").startswith("block (0, 0) · bitcost ")
+    with pytest.raises(gr.Error, match="bad block position"):
+        inspect.pick_block(ws, run_id, 0, "nowhere")
+    plot, start = inspect.show_group(ws, run_id, second.group_index)
+    assert start == second.start and plot.layout.title.text == f"group {second.group_index}: readiness trace"
+    with pytest.raises(gr.Error, match="No run is open"):
+        inspect.step(ws, "", 0, "next_group")
+
+
+def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str, tmp_path: Path) -> None:
+    before = [r.run_id for r in ws.store.list_runs()]
+    values = list(_option_defaults().values())
+    options = run.selection_options(list(_option_defaults()), values)
+    view = (0, LAYERS, 0.5, "turbo")
+    with pytest.raises(gr.Error, match="no such video file"):
+        run.start_run(ws, run_id, str(ws.output_root / "missing.mp4"), view, options, _no_progress)
+    with pytest.raises(gr.Error, match="outside"):
+        run.start_run(ws, run_id, str(tmp_path / "elsewhere.mp4"), view, options, _no_progress)
+    names = list(_option_defaults())
+    bad = [0 if name == "patch" else v for name, v in zip(names, values, strict=True)]
+    with pytest.raises(gr.Error, match="patch"):
+        run.selection_options(names, bad)
+    assert [r.run_id for r in ws.store.list_runs()] == before
+
+
+def test_a_changed_selection_option_reselects_from_the_cache(ws: Workspace, run_id: str) -> None:
+    names = list(_option_defaults())
+    values = [2 if name == "images_per_group" else v for name, v in _option_defaults().items()]
+    options = run.selection_options(names, values)
+    seen: list[str] = []
+    new_id, status, table, picks = run.start_run(
+        ws, run_id, str(SAMPLE_VIDEO), (3, LAYERS, 0.4, "magma"), options, lambda f, desc: seen.append(desc)
+    )
+    assert new_id != run_id and "re-selected from the cache, nothing decoded" in status
+    assert seen[0] == "starting"
+    assert ws.store.get_run(new_id).parent_run_id == run_id
+    assert ws.store.load_view(run_id) == {"row": 3, "layers": LAYERS, "opacity": 0.4, "colormap": "magma"}
+    assert picks["value"] == new_id and new_id in {v for _, v in picks["choices"]}
+    assert [r[0] for r in table["value"]] == [r.run_id for r in ws.store.list_runs()]
+
+
+def test_reopening_a_stored_run_saves_the_viewer(ws: Workspace, run_id: str) -> None:
+    with pytest.raises(gr.Error, match="Choose a stored run"):
+        sessions.open_stored(ws, run_id, None, 0, LAYERS, 0.5, "turbo")
+    with pytest.raises(gr.Error, match="no run with id 'nope'"):
+        sessions.open_stored(ws, run_id, "nope", 0, LAYERS, 0.5, "turbo")
+    assert sessions.open_stored(ws, run_id, run_id, 7, ["heatmap"], 0.3, "jet") == run_id
+    assert ws.store.load_view(run_id)["row"] == 7
+    first, table, picks = sessions.page_load(ws, run_id)
+    assert run_id in [r[0] for r in table["value"]]
+    assert first == run_id and picks["value"] == run_id
+
+
+def test_uploads_are_stored_once_and_bad_ones_removed(ws: Workspace, tmp_path: Path) -> None:
+    path, status = run.on_upload(ws, str(SAMPLE_VIDEO))
+    assert Path(path) == ws.output_root / "uploads" / SAMPLE_VIDEO.name and Path(path).is_file()
+    assert status.startswith(f"Uploaded **{SAMPLE_VIDEO.name}**: h264 ")
+    notes = tmp_path / "notes.mp4"
+    notes.write_text("not a video")
+    with pytest.raises(gr.Error) as failed:
+        run.on_upload(ws, str(notes))
+    assert failed.value.message.startswith("notes.mp4: cannot read video")  # the upload, not its copy
+    assert not (ws.output_root / "uploads" / "notes.mp4").exists()
+    assert run.on_upload(ws, None) == (gr.update(), gr.update())
+
+
+def test_export_handlers_need_a_run(ws: Workspace, run_id: str) -> None:
+    with pytest.raises(gr.Error, match="No run is open"):
+        export_panel.export_files(ws, "", ["kept"], 0, None, "mp4", [])
+    with pytest.raises(gr.Error, match="Invalid figure"):
+        export_panel.figure_files(ws, run_id, "nope", "html")
+    result = ws.result(run_id)
+    assert export_panel.viewed_frame_index(ws, run_id, 4) == int(result.candidates.frame_indices[4])
+
+
+def _no_progress(fraction: float, desc: str = "") -> None:
+    pass
