@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from app.workers import WorkerPool
     from app.workspace import Workspace
 
 # Hidden, not invisible: Gradio leaves visible=False components out of the page, and the
@@ -16,8 +19,32 @@ CSS = (
 )
 
 
+def start_pool(ws: Workspace) -> WorkerPool:
+    """The worker pool of ``ws``, started on first use: every native decode or encode of a handler
+    runs in it (app.workers). Stopped by :func:`stop_pool`, at the latest when the process exits.
+
+    The test switch ``CODEC_LENS_TEST_ABORT_STAGE`` (app.workers.ABORT_STAGE_ENV) is read here,
+    once: when set, a worker aborts as soon as a job reaches that stage. Tests only.
+    """
+    from app.workers import ABORT_STAGE_ENV, WorkerPool
+
+    if ws.pool is None:
+        ws.pool = WorkerPool(abort_stage=os.environ.get(ABORT_STAGE_ENV) or None)
+        atexit.register(stop_pool, ws)
+    return ws.pool
+
+
+def stop_pool(ws: Workspace) -> None:
+    """Stop the worker pool of ``ws`` (queued jobs fail, running ones are ended); handlers called
+    afterwards run their jobs in-process."""
+    pool, ws.pool = ws.pool, None
+    if pool is not None:
+        pool.stop()
+
+
 def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
-    """Blocks for the whole app over ``ws``, opened on stored run ``run_id`` (or empty).
+    """Blocks for the whole app over ``ws``, opened on stored run ``run_id`` (or empty); starts
+    the worker pool of ``ws`` (:func:`start_pool`).
 
     The Blocks also carry what the server's frame routes call (``lens_render_jpeg``,
     ``lens_info``) and their JPEG cache (``lens_cache``).
@@ -27,6 +54,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     from app.tabs import canvases, compare, inspect, luma, run, sessions
     from views.inspector.frame_cache import JpegCache
 
+    start_pool(ws)
     cache = JpegCache(budget_bytes=inspect.JPEG_CACHE_BYTES)
     with gr.Blocks(title="Codec Lens", delete_cache=(600, 1200)) as demo:
         gr.Markdown("# Codec Lens\nWhat the codec-native selector kept, and why. Press `?` for keys.")

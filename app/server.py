@@ -2,27 +2,166 @@
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import os
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from fastapi import Request
+
 from app.browser_js import KEY_JS
-from app.main import CSS, build_app
+from app.main import CSS, build_app, stop_pool
 from app.workspace import SAMPLE_VIDEO, Workspace, ensure_run, make_workspace
+from backend.errors import CodecLensError
 
 LAUNCH_KWARGS = {"js": KEY_JS, "css": CSS}
+LOOPBACK_NAMES = ("localhost",)
+"""Host names that always mean this machine (besides the loopback addresses, 127.0.0.0/8 and ::1)."""
+DEFAULT_MAX_UPLOAD_MB = 2048
+_GRADIO_API = "/gradio_api"  # gradio.route_utils.API_PREFIX: where its login check lives
+
+
+class ServeError(CodecLensError, RuntimeError):
+    """The app cannot serve as asked: its port is taken, its host needs a login, a bad auth file."""
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` serves this machine only (127.0.0.0/8, ::1, ``localhost``)."""
+    name = host.strip().strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
+def read_auth_file(path: str | Path) -> list[tuple[str, str]]:
+    """The ``(user, password)`` accounts of an auth file: one ``user:password`` per line.
+
+    Blank lines are skipped; the password is everything after the first colon, as written.
+
+    Raises
+    ------
+    ServeError : the file cannot be read, holds no account, or a line is not ``user:password``.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ServeError(f"cannot read the auth file ({reason or exc})", path=path, stage="serve") from exc
+    accounts: list[tuple[str, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        user, colon, password = line.partition(":")
+        if not colon or not user.strip() or not password:
+            # The line itself is not shown: it may hold a password.
+            raise ServeError(f"line {number} is not user:password", path=path, stage="serve")
+        accounts.append((user.strip(), password))
+    if not accounts:
+        raise ServeError("holds no user:password line", path=path, stage="serve")
+    return accounts
+
+
+def check_access(host: str, auth: Sequence[tuple[str, str]] | None) -> None:
+    """Refuse to serve beyond this machine without a login (ServeError)."""
+    if auth is None and not is_loopback(host):
+        raise ServeError(
+            f"--host {host} serves beyond this machine, which needs a login: give --auth-file FILE "
+            "with user:password lines (or serve on 127.0.0.1)",
+            stage="serve",
+        )
+
+
+def _port_in_use(host: str, port: int) -> ServeError:
+    return ServeError(f"port {port} on {host} is in use; pick another with --port", stage="serve")
+
+
+def check_port(host: str, port: int) -> None:
+    """Check that the app can listen on ``host``:``port`` before it starts (ServeError if not).
+
+    The server binds again when it starts; this turns the usual failures into one line first.
+    """
+    name = host.strip().strip("[]")
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ServeError(f"cannot resolve --host {host} ({exc})", stage="serve") from exc
+    except OverflowError as exc:
+        raise ServeError(f"port {port} is not a port number (1 to 65535)", stage="serve") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As uvicorn binds: a port left in TIME_WAIT by an earlier server is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise _port_in_use(host, port) from exc
+            reason = exc.strerror or exc
+            raise ServeError(f"cannot listen on {host}:{port} ({reason})", stage="serve") from exc
+
+
+def login_required(app: Any) -> Callable[..., Any]:
+    """A FastAPI dependency that admits a request only when Gradio's own login would.
+
+    It calls Gradio's ``/gradio_api/user`` and ``/gradio_api/login_check`` handlers, so the
+    session cookie, the accounts and the 401 answer are Gradio's: there is one login.
+    """
+    resolved: list[tuple[Callable[..., Any], Callable[..., Any]]] = []  # looked up on first use
+
+    async def check(request: Request) -> None:
+        if app.auth is None and getattr(app, "auth_dependency", None) is None:
+            return
+        if not resolved:
+            resolved.append(gradio_login_endpoints(app))
+        current_user, login_check = resolved[0]
+        login_check(await current_user(request))  # raises Gradio's 401
+
+    return check
+
+
+def gradio_login_endpoints(app: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Gradio's ``get_current_user(request)`` and ``login_check(user)`` route handlers of ``app``.
+
+    Raises
+    ------
+    ServeError : this Gradio has no such routes (its login could not be reused).
+    """
+    found = dict(_route_endpoints(app.router.routes))
+    user, check = found.get(f"{_GRADIO_API}/user"), found.get(f"{_GRADIO_API}/login_check")
+    if user is None or check is None:
+        raise ServeError("this Gradio has no login check to protect the app's routes with", stage="serve")
+    return user, check
+
+
+def _route_endpoints(routes: Sequence[Any], prefix: str = "") -> Any:
+    """(path, handler) of every route, into included routers too (FastAPI ≥ 0.16x keeps an
+    included router as one lazy route holding the original)."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            context = getattr(route, "include_context", None)
+            yield from _route_endpoints(inner.routes, prefix + getattr(context, "prefix", ""))
+        elif getattr(route, "endpoint", None) is not None:
+            yield prefix + route.path, route.endpoint
 
 
 def mount_frame_routes(
     app: Any, render_jpeg: Callable[..., bytes], info_fragment: Callable[[str, int], str]
 ) -> None:
-    """``/lens/frame`` (a rendered frame as JPEG) and ``/lens/info`` (its info line) on ``app``."""
-    from fastapi import Query
-    from fastapi.responses import Response
+    """``/lens/frame`` (a rendered frame as JPEG) and ``/lens/info`` (its info line) on ``app``.
 
-    from backend.errors import CodecLensError
+    With a login (``launch(auth=...)``) both answer 401 to a request without Gradio's session
+    cookie, as Gradio's own routes do.
+    """
+    from fastapi import Depends, Query
+    from fastapi.responses import Response
 
     def frame(
         run: str = Query(..., max_length=64),
@@ -52,29 +191,107 @@ def mount_frame_routes(
             return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
         return Response(text, media_type="text/html", headers={"Cache-Control": "private, max-age=3600"})
 
-    app.add_api_route("/lens/frame", frame, methods=["GET"])
-    app.add_api_route("/lens/info", info, methods=["GET"])
+    login = [Depends(login_required(app))]
+    app.add_api_route("/lens/frame", frame, methods=["GET"], dependencies=login)
+    app.add_api_route("/lens/info", info, methods=["GET"], dependencies=login)
 
 
-def serve(demo: Any, ws: Workspace, *, host: str, port: int, block: bool = True) -> Any:
-    """Launch ``demo`` with the frame routes; returns the server app (blocks unless told not to)."""
+def _launch_error(exc: OSError | ValueError, host: str, port: int) -> BaseException:
+    """The one-line error for Gradio's launch failures that the port explains, else ``exc``."""
+    if isinstance(exc, OSError):
+        # Gradio's words for a port taken after check_port: "Cannot find empty port in range".
+        if "empty port" in str(exc) or exc.errno == errno.EADDRINUSE:
+            return _port_in_use(host, port)
+        return ServeError(f"cannot serve on {host}:{port} ({exc.strerror or exc})", stage="serve")
+    if "localhost is not accessible" in str(exc):  # its check found nothing answering there
+        return ServeError(
+            f"port {port} on {host} did not answer once the server started (is it in use? pick another "
+            "with --port)",
+            stage="serve",
+        )
+    return exc
+
+
+def serve(
+    demo: Any,
+    ws: Workspace,
+    *,
+    host: str,
+    port: int,
+    block: bool = True,
+    auth: Sequence[tuple[str, str]] | None = None,
+    max_upload_mb: float | None = None,
+) -> Any:
+    """Launch ``demo`` with the frame routes; returns the server app (blocks unless told not to).
+
+    ``auth``: accounts for Gradio's login page, which then guards every route, ours included.
+    ``max_upload_mb``: uploads above this size are refused (None: no limit).
+
+    Raises
+    ------
+    ServeError : the port is taken (or another reason the server did not start).
+    KeyboardInterrupt : Ctrl-C while blocking (the server is closed first).
+    """
     from gradio.routes import App
 
     app = App()
     mount_frame_routes(app, demo.lens_render_jpeg, demo.lens_info)
-    demo.launch(
-        server_name=host,
-        server_port=port,
-        share=False,
-        prevent_thread_lock=True,
-        quiet=not block,
-        allowed_paths=[str(ws.output_root)],
-        _app=app,
-        **LAUNCH_KWARGS,
-    )
+    try:
+        demo.launch(
+            server_name=host,
+            server_port=port,
+            share=False,
+            prevent_thread_lock=True,
+            quiet=not block,
+            allowed_paths=[str(ws.output_root)],
+            auth=list(auth) if auth is not None else None,
+            max_file_size=None if max_upload_mb is None else int(max_upload_mb * 1024 * 1024),
+            _app=app,
+            **LAUNCH_KWARGS,
+        )
+    except (OSError, ValueError) as exc:
+        demo.close(verbose=False)  # whatever part of the server started
+        error = _launch_error(exc, host, port)
+        if error is exc:
+            raise
+        raise error from exc
+    if auth is not None:
+        try:
+            gradio_login_endpoints(app)  # fail now rather than leave our routes unguarded
+        except ServeError:
+            demo.close(verbose=False)
+            raise
     if block:
-        demo.block_thread()
+        try:
+            # Not demo.block_thread(): it swallows Ctrl-C, and the CLI reports it (exit 130).
+            while demo.is_running:
+                time.sleep(0.1)
+        finally:
+            demo.close(verbose=False)
     return app
+
+
+def make_app_workspace(
+    *,
+    video: str | None,
+    session_db: Path | None = None,
+    input_dirs: tuple[Path, ...] = (),
+    output_dir: Path | None = None,
+) -> Workspace:
+    """The app's workspace: the given folders, the current folder and the video's are allowed.
+
+    Raises OutputError when the work folder cannot be created or written.
+    """
+    dirs = tuple(input_dirs) + ((Path(video).expanduser().resolve().parent,) if video else ())
+    return make_workspace(session_db=session_db, input_dirs=(*dirs, Path.cwd()), output_dir=output_dir)
+
+
+def first_run(ws: Workspace, *, video: str | None, run_id: str | None = None) -> str:
+    """The run the app opens on: stored ``run_id``, else a run of ``video`` (default the bundled
+    sample), made if there is none. Raises the backend's errors when it cannot be made or opened."""
+    rid = run_id or ensure_run(ws, video or SAMPLE_VIDEO)
+    ws.result(rid)
+    return rid
 
 
 def open_workspace(
@@ -85,22 +302,35 @@ def open_workspace(
     input_dirs: tuple[Path, ...] = (),
     output_dir: Path | None = None,
 ) -> tuple[Workspace, str]:
-    """The app's workspace and the run to open: stored ``run_id``, else a run of ``video`` (default
-    the bundled sample), made if there is none. The current folder and the video's are allowed.
+    """The app's workspace (:func:`make_app_workspace`) and the run to open (:func:`first_run`).
 
     Raises the backend's errors when the run cannot be made or opened.
     """
-    dirs = tuple(input_dirs) + ((Path(video).expanduser().resolve().parent,) if video else ())
-    ws = make_workspace(session_db=session_db, input_dirs=(*dirs, Path.cwd()), output_dir=output_dir)
-    rid = run_id or ensure_run(ws, video or SAMPLE_VIDEO)
-    ws.result(rid)
-    return ws, rid
+    ws = make_app_workspace(video=video, session_db=session_db, input_dirs=input_dirs, output_dir=output_dir)
+    return ws, first_run(ws, video=video, run_id=run_id)
 
 
-def launch(ws: Workspace, *, run_id: str, host: str, port: int) -> int:
-    """Build and serve the app over ``ws`` on stored run ``run_id`` (blocks until interrupted)."""
+def launch(
+    ws: Workspace,
+    *,
+    run_id: str,
+    host: str,
+    port: int,
+    auth: Sequence[tuple[str, str]] | None = None,
+    max_upload_mb: float | None = DEFAULT_MAX_UPLOAD_MB,
+) -> int:
+    """Build and serve the app over ``ws`` on stored run ``run_id`` (blocks until interrupted).
+
+    Raises ServeError when it cannot serve, KeyboardInterrupt on Ctrl-C (the store closed).
+    """
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    demo = build_app(ws, run_id=run_id)
-    serve(demo, ws, host=host, port=port)
+    check_access(host, auth)
+    check_port(host, port)
+    try:
+        demo = build_app(ws, run_id=run_id)
+        serve(demo, ws, host=host, port=port, auth=auth, max_upload_mb=max_upload_mb)
+    finally:
+        stop_pool(ws)  # here, not at exit: the CLI leaves without running atexit hooks
+        ws.close()
     return 0

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backend.errors import OutputError
+from backend.errors import InputError, OutputError
 from backend.paths import resolve_within
 from backend.runs import open_run
 from backend.store import SessionStore
@@ -34,6 +36,8 @@ class Workspace:
     input_roots: tuple[Path, ...]
     output_root: Path
     max_open_runs: int = 3
+    pool: Any = field(default=None, repr=False)
+    """The app's worker pool (app.workers.WorkerPool) for native work; None runs it in-process."""
     _store: SessionStore | None = field(default=None, repr=False)
     _results: OrderedDict[str, Any] = field(default_factory=OrderedDict, repr=False)
     _memory: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -73,9 +77,27 @@ class Workspace:
             if run_id in self._results:
                 self._results.move_to_end(run_id)
                 return self._results[run_id]
-            result = open_run(self.store, run_id, memory=self._memory)
+            try:
+                result = open_run(self.store, run_id, memory=self._memory)
+            except InputError:
+                # Its decode is no longer cached and the video has gone: say which file.
+                self.video_of(run_id)
+                raise
             self.remember(run_id, result)
             return result
+
+    def video_of(self, run_id: str) -> Path:
+        """The video of stored run ``run_id``, which must still exist.
+
+        Raises
+        ------
+        InputError : the video was deleted or moved since the run ("… no longer exists").
+        StoreError : no such run.
+        """
+        video = Path(self.store.get_run(run_id).video_path)
+        if not video.is_file():
+            raise InputError("no longer exists (deleted or moved since it was run)", path=video, stage="open")
+        return video
 
     def close(self) -> None:
         with self._lock:
@@ -91,15 +113,37 @@ def make_workspace(
     output_dir: Path | None = None,
 ) -> Workspace:
     """A Workspace with the app's default folders: inputs from the sample folder, the given
-    folders and the uploads folder; everything written under ``output_dir``."""
+    folders and the uploads folder; everything written under ``output_dir``.
+
+    Raises
+    ------
+    OutputError : the work folder cannot be created or written.
+    """
     output_root = Path(output_dir or DEFAULT_HOME / "work").expanduser().resolve()
-    (output_root / UPLOADS_DIR).mkdir(parents=True, exist_ok=True)
+    check_work_folder(output_root)
     roots = (output_root, SAMPLE_VIDEO.parent, *input_dirs)
     return Workspace(
         store_path=Path(session_db or DEFAULT_HOME / "sessions.duckdb").expanduser(),
         input_roots=tuple(Path(r).expanduser().resolve() for r in roots),
         output_root=output_root,
     )
+
+
+def check_work_folder(folder: Path) -> None:
+    """Create ``folder`` and its uploads folder and write a file there, so that an unusable work
+    folder is one error at start rather than a failed upload or export later (OutputError)."""
+    try:
+        (folder / UPLOADS_DIR).mkdir(parents=True, exist_ok=True)
+        # A real write: permission bits say nothing for root or on a read-only file system.
+        handle, probe = tempfile.mkstemp(prefix=".write-check-", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot use the work folder ({exc.strerror or exc}; choose another with --work-dir)",
+            path=folder,
+            stage="workspace",
+        ) from exc
 
 
 def ensure_run(ws: Workspace, video: str | Path, options: Any = None) -> str:

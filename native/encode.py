@@ -98,7 +98,7 @@ def transcode(
     counts = [0] * len(targets)
     outputs: list[tuple[av.container.OutputContainer, av.video.stream.VideoStream]] = []
     try:
-        with av.open(str(source)) as src:
+        with av.open(str(source), metadata_errors="ignore") as src:
             stream = src.streams.video[0]
             stream.thread_type = "AUTO"
             fps = _fps_of(stream)
@@ -158,7 +158,8 @@ def transcode(
             encoder=t.encoder,
             frames=counts[i],
             encode_secs=secs[i],
-            size_bytes=t.path.stat().st_size,
+            # A muxer that received no packet (nothing decoded) may not have created its file.
+            size_bytes=t.path.stat().st_size if t.path.exists() else 0,
         )
         for i, t in enumerate(targets)
     ]
@@ -168,11 +169,15 @@ def transcode(
 def source_size(path: str | Path) -> tuple[int, int, Fraction]:
     """(width, height, fps) of the first video stream, from the header."""
     try:
-        with av.open(str(path)) as src:
+        with av.open(str(path), metadata_errors="ignore") as src:
+            if not src.streams.video:
+                raise RuntimeError("no video stream in file")
             stream = src.streams.video[0]
+            if stream.codec_context is None:  # a damaged header can name a codec no decoder knows
+                raise RuntimeError("cannot read video (no decoder for the video stream's codec)")
             return int(stream.codec_context.width), int(stream.codec_context.height), _fps_of(stream)
-    except (av.FFmpegError, IndexError) as exc:
-        raise RuntimeError(f"cannot read the video stream ({exc})") from exc
+    except av.FFmpegError as exc:
+        raise RuntimeError(f"cannot read video ({exc.strerror or exc})") from exc
 
 
 def frames_rgb(

@@ -82,6 +82,14 @@ def _decoder_log(into: list[str] | None) -> Iterator[None]:
                     into.append(f"… {len(lines) - DECODER_LOG_KEEP} more lines")
 
 
+_MORE_LINES = re.compile(r"^… (\d+) more lines$")
+
+
+def decoder_log_count(lines: Sequence[str]) -> int:
+    """How many lines the decoder printed, from what :func:`_decoder_log` kept of its reads."""
+    return sum(int(m.group(1)) if (m := _MORE_LINES.match(line)) else 1 for line in lines)
+
+
 def bitcost_reader_available() -> bool:
     """True when cvp's patched reader (``cv_reader_fast``) imported."""
     return _cvr is not None
@@ -237,7 +245,7 @@ def decode_unfiltered_bgr(path: str | Path, frame_indices: set[int] | Sequence[i
     if not wanted:
         return result
     last = max(wanted)
-    with av.open(str(path)) as container:
+    with av.open(str(path), metadata_errors="ignore") as container:
         stream = container.streams.video[0]
         stream.codec_context.options = {"skip_loop_filter": "all"}
         stream.thread_type = "AUTO"
@@ -578,6 +586,8 @@ def probe_container(path: str | Path) -> ContainerProbe:
             raise ValueError("no video stream")
         stream = container.streams.video[0]
         ctx = stream.codec_context
+        if ctx is None:  # a damaged header can name a codec that no decoder knows
+            raise ValueError("no decoder for the video stream's codec")
         pts: list[int] = []
         dts: list[int] = []
         sizes: list[int] = []
@@ -630,7 +640,7 @@ def decode_frames_rgb(
         return result
     last = wanted[-1]
     wanted_set = set(wanted)
-    with av.open(str(path)) as container:
+    with av.open(str(path), metadata_errors="ignore") as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         stream.codec_context.thread_count = int(thread_count)
@@ -646,7 +656,7 @@ def decode_frames_rgb(
 
 def count_decoded_frames(path: str | Path) -> int:
     """Number of frames the decoder outputs (slow: a full decode, used for checks)."""
-    with av.open(str(path)) as container:
+    with av.open(str(path), metadata_errors="ignore") as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         return sum(1 for _ in container.decode(stream))
@@ -717,7 +727,7 @@ def iter_rgb(path: str | Path, *, thread_count: int = 0, conversion: str = "bt60
 
     if conversion not in ("bt601", "swscale"):
         raise ValueError(f"Invalid conversion ({conversion!r}). Supported values are 'bt601', 'swscale'.")
-    with av.open(str(path)) as container:
+    with av.open(str(path), metadata_errors="ignore") as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         stream.codec_context.thread_count = int(thread_count)
@@ -734,12 +744,16 @@ def iter_rgb(path: str | Path, *, thread_count: int = 0, conversion: str = "bt60
                 yield frame.to_ndarray(format="rgb24")
 
 
-def iter_reader_rgb(path: str | Path, *, step: int = 64) -> Iterator[np.ndarray]:
+def iter_reader_rgb(
+    path: str | Path, *, step: int = 64, decoder_log: list[str] | None = None
+) -> Iterator[np.ndarray]:
     """Yield (H, W, 3) uint8 RGB frames of cvp's fast reader (loop filter skipped).
 
     The reader returns BGR at the native size; only the channel order is swapped, so
     the pixels match a PyAV decode with ``skip_loop_filter=all`` converted by
-    :func:`iter_rgb` (same swscale conversion).
+    :func:`iter_rgb` (same swscale conversion). ``decoder_log`` receives the decoder's
+    log lines of every read, as in :func:`read_bitcost` (count them with
+    :func:`decoder_log_count`).
     """
     if _cvr is None:
         raise RuntimeError("codec-video-prep's cv_reader_fast is not installed")
@@ -753,9 +767,28 @@ def iter_reader_rgb(path: str | Path, *, step: int = 64) -> Iterator[np.ndarray]
         ids = list(range(lo, min(total, lo + step)))
         if can_seek and lo > 0:
             items = read_segment(
-                path, ids, export_bitcost=False, export_pixels=True, out_width=0, out_height=0
+                path,
+                ids,
+                export_bitcost=False,
+                export_pixels=True,
+                out_width=0,
+                out_height=0,
+                decoder_log=decoder_log,
             )
         else:
-            items = read_bitcost(path, ids, export_pixels=True, export_bitcost=False)
+            items = read_bitcost(path, ids, export_pixels=True, export_bitcost=False, decoder_log=decoder_log)
         for item in items:
             yield np.ascontiguousarray(item["pixels"][:, :, ::-1])
+
+
+# SVT-AV1 (PyAV's only AV1 encoder) never returns from its first encode call on a frame that is
+# under 26 pixels on one side and over 64 on the other: no error, no CPU, and SIGTERM cannot end
+# the process. Measured with presets 10 and 6 on 20-frame clips: 66x18, 128x24, 24x128 and
+# 4094x24 stall; 64x24, 4094x26, 26x128 and 18x18 encode.
+SVT_AV1_MIN_SIDE = 26
+SVT_AV1_SMALL_FRAME = 64
+
+
+def svt_av1_stalls(width: int, height: int) -> bool:
+    """Whether libsvtav1 would stall on frames of this size (see above); callers refuse those."""
+    return min(width, height) < SVT_AV1_MIN_SIDE and max(width, height) > SVT_AV1_SMALL_FRAME

@@ -118,7 +118,7 @@ def iter_luma_frames(path: str | Path, *, thread_count: int = 0) -> Iterator[np.
     every other frame (full range, 4:4:4, 10-bit, RGB, odd size) as an (H, W, 3) uint8 RGB
     array converted by swscale, as ``iter_rgb`` does.
     """
-    with av.open(str(path)) as container:
+    with av.open(str(path), metadata_errors="ignore") as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
         stream.codec_context.thread_count = int(thread_count)

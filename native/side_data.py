@@ -177,7 +177,7 @@ def iter_frames(
     if block_qp:
         options["export_side_data"] = "venc_params"
     try:
-        with av.open(str(path)) as container:
+        with av.open(str(path), metadata_errors="ignore") as container:
             if not container.streams.video:
                 raise SideDataError(f"{path}: no video stream")
             stream = container.streams.video[0]
@@ -206,7 +206,7 @@ def iter_frames(
                 if last_index is not None and index >= last_index:
                     break
     except av.FFmpegError as exc:
-        raise SideDataError(f"{path}: decoding failed ({exc})") from exc
+        raise SideDataError(f"{path}: decoding failed ({exc.strerror or exc})") from exc
 
 
 def _wanted(frame_indices: Sequence[int]) -> tuple[set[int], int | None]:
@@ -274,7 +274,7 @@ def side_data_support(path: str | Path, *, max_frames: int = 48) -> dict[str, An
     seen_mv = seen_qp = False
     codec_name = ""
     try:
-        with av.open(str(path)) as container:
+        with av.open(str(path), metadata_errors="ignore") as container:
             if not container.streams.video:
                 raise SideDataError(f"{path}: no video stream")
             stream = container.streams.video[0]
@@ -287,5 +287,5 @@ def side_data_support(path: str | Path, *, max_frames: int = 48) -> dict[str, An
                 if (seen_mv and seen_qp) or index + 1 >= max_frames:
                     break
     except av.FFmpegError as exc:
-        raise SideDataError(f"{path}: decoding failed ({exc})") from exc
+        raise SideDataError(f"{path}: decoding failed ({exc.strerror or exc})") from exc
     return {"codec_name": codec_name, "motion_vectors": seen_mv, "block_qp": seen_qp}

@@ -1,27 +1,39 @@
 """Command-line entry point: ``codec-lens select|reselect|sessions|app|compare|export|import|luma-bias``.
 
 Each sub-command is a module of this package with ``add_parser(subparsers)`` and ``run(args)``.
+The commands that run native decoders or encoders run in a forked child (:func:`entry`), so
+that a decoder's crash is one error line and exit code 2, never a core-dump exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import faulthandler
 import gc
 import importlib
+import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from app.cli import app, reselect, select, sessions
-from app.cli.common import EXIT_INTERRUPTED, Parser
+from app.cli.common import EXIT_INTERRUPTED, Parser, fail
 
 CORE_COMMANDS = ("select", "reselect", "sessions", "app")
 _CORE_MODULES = {"select": select, "reselect": reselect, "sessions": sessions, "app": app}
 # Command → module of this package, in the order they are listed in --help.
 TOOL_COMMANDS = {"luma-bias": "luma", "compare": "compare", "export": "export", "import": "importer"}
+NATIVE_COMMANDS = ("select", "reselect", "compare", "luma-bias", "export", "import")
+"""The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child."""
+# app.workers.ABORT_STAGE_ENV (not imported: it would add to every start-up). Tests only.
+_ABORT_STAGE_ENV = "CODEC_LENS_TEST_ABORT_STAGE"
+_CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
 
 
 def _tool_module(command: str) -> ModuleType:
@@ -46,10 +58,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default: the process's) and run its command; returns the exit code."""
+def main(
+    argv: Sequence[str] | None = None, *, on_parsed: Callable[[argparse.Namespace], None] | None = None
+) -> int:
+    """Parse ``argv`` (default: the process's) and run its command; returns the exit code.
+
+    ``on_parsed(args)`` is called once the arguments are parsed (the crash record of :func:`entry`).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
+    if on_parsed is not None:
+        on_parsed(args)
     if not gc.isenabled():  # disabled by entry() for the start-up imports
         gc.freeze()  # the imported modules' objects: never garbage, never rescanned
         gc.enable()
@@ -74,6 +93,7 @@ def entry() -> None:
     By the time ``main`` returns every store, file and worker of the command is closed
     (context managers, joined pools); unloading numpy, OpenCV and PyAV afterwards only costs
     time (~70 ms per run, a tenth of a short ``select``). Errors take the normal path.
+    A command of :data:`NATIVE_COMMANDS` runs in a forked child (:func:`_run_isolated`).
     """
     # OpenBLAS starts a spinning worker thread per CPU at numpy import; our matrices are small,
     # and on two CPUs those threads took ~0.1 s of CPU per `select` from the decode workers.
@@ -83,7 +103,204 @@ def entry() -> None:
     gc.disable()
     # A termination request takes the same path as Ctrl-C, so that it cleans up too.
     signal.signal(signal.SIGTERM, _interrupt)
-    code = main()
+    argv = sys.argv[1:]
+    command = next((a for a in argv if not a.startswith("-")), None)
+    # Fork here, single-threaded and before any import of numpy or the pipeline (~1 ms).
+    code = _run_isolated(argv) if command in NATIVE_COMMANDS and hasattr(os, "fork") else main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code or 0)
+
+
+# -- crash isolation --------------------------------------------------------------------------------
+
+
+def _scratch_fd(name: str) -> int:
+    """An anonymous file that the child writes and the parent reads back after the child's death."""
+    try:
+        return os.memfd_create(name)
+    except (AttributeError, OSError):  # no memfd: an unlinked temporary file does the same
+        import tempfile
+
+        handle, path = tempfile.mkstemp(prefix=f"{name}-")
+        os.unlink(path)
+        return handle
+
+
+def _run_isolated(argv: list[str]) -> int:
+    """Run the command in a forked child and wait: its exit code, or, when it died by a signal
+    (a decoder's SIGSEGV or SIGABRT), one error line after cleaning up what it left, and 2.
+
+    Ctrl-C and SIGTERM sent to this process are passed on to the child, which stops as always
+    (exit 130); it acts on the first only, so a Ctrl-C that the terminal sends to both
+    processes counts once. The child records what it works on after parsing
+    (:func:`_crash_record`) and faulthandler's dump of its Python frames names the stage.
+    """
+    dump_fd, record_fd = _scratch_fd("codec-lens-dump"), _scratch_fd("codec-lens-record")
+    started = time.time()
+    stops = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # held until each process has its handlers
+    pid = os.fork()
+    if pid == 0:
+        for signum in stops:
+            signal.signal(signum, _interrupt_once)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+        faulthandler.enable(file=dump_fd, all_threads=True)
+        os._exit(_child(argv, record_fd))
+    forwarded: list[int] = []
+
+    def forward(signum: int, frame: Any) -> None:
+        forwarded.append(signum)
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in stops:
+        signal.signal(signum, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+    _, status = os.waitpid(pid, 0)  # retried after the forwarder ran (PEP 475)
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code
+    if forwarded and -code in stops:
+        print("codec-lens: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return _after_crash(
+        signal.Signals(-code), os.pread(record_fd, 1 << 16, 0), os.pread(dump_fd, 1 << 20, 0), started
+    )
+
+
+def _interrupt_once(signum: int, frame: Any) -> None:
+    """The child's Ctrl-C and SIGTERM: the first stops the command (KeyboardInterrupt, as ever);
+    later ones, such as the parent's copy of the terminal's Ctrl-C, leave its clean-up alone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _child(argv: list[str], record_fd: int) -> int:
+    """The forked child: the command's exit code, as the process itself would have exited."""
+    stage = os.environ.get(_ABORT_STAGE_ENV)
+
+    def parsed(args: argparse.Namespace) -> None:
+        os.pwrite(record_fd, _crash_record(args), 0)
+        if stage:  # armed now: building the parser imported (and ran code of) every stage module
+            _abort_when_reached(stage)
+
+    try:
+        code: Any = main(argv, on_parsed=parsed)
+    except SystemExit as exc:  # argparse's --help and errors
+        code = exc.code
+    except KeyboardInterrupt:  # before the command's own handling started
+        print("codec-lens: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except BaseException:  # a bug: its traceback, then the exit code Python gives it
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code or 0
+
+
+def _abort_when_reached(stage: str) -> None:
+    """Test switch (``CODEC_LENS_TEST_ABORT_STAGE``): abort, as a decoder's heap corruption would,
+    when the pipeline's stage function ``stage`` (``backend.pipeline.registry.STAGES``) is called."""
+    import resource
+
+    from backend.pipeline.registry import STAGES
+
+    code = STAGES.lookup(stage).function.__code__
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            os.abort()
+
+    sys.setprofile(hook)
+
+
+def _crash_record(args: argparse.Namespace) -> bytes:
+    """What the parent needs should this child die: the file it works on, its session file and
+    the outputs it may leave half-written (see :func:`_after_crash`)."""
+    given = {k: getattr(args, k, None) for k in ("video", "test", "tests", "cvp_dir", "run_id", "out")}
+    subject = next((str(given[k]) for k in ("video", "test", "tests", "cvp_dir") if given[k]), "")
+    if not subject and given["run_id"]:
+        subject = f"run {given['run_id']}"
+    record: dict[str, Any] = {
+        "subject": subject,
+        "session_db": None,
+        "written": [],
+        "globs": [],
+        "partials": [],
+    }
+    db = getattr(args, "session_db", None)
+    if db is not None:
+        record["session_db"] = str(Path(db).expanduser())
+    out = Path(given["out"]).expanduser() if given["out"] else None
+    if out is not None and args.command in ("select", "reselect"):
+        # backend.cvp_format.write_output: a hidden sibling, renamed into place when complete.
+        record["partials"].append([str(out.parent), f".{out.name}.partial-*"])
+        record["old"] = [str(out.parent / f".{out.name}.old-{os.getpid()}"), str(out)]
+    elif out is not None and args.command == "export":
+        stem = out.stem if out.suffix else out.name
+        record["globs"].append([str(out.parent), f"{stem}*"])
+        record["partials"].append([str(out.parent), f".{stem}.*partial*"])
+    elif out is not None:
+        record["written"].append(str(out))
+    if args.command == "compare" and getattr(args, "out_dir", None) is None:
+        # Named here, so that the encodes folder (next to the session file) is known.
+        args.comparison_id = record["comparison_id"] = os.urandom(6).hex()  # as compare's own ids
+    for extra in ("json", "plot"):
+        value = getattr(args, extra, None)
+        if isinstance(value, (str, Path)) and str(value) != "-":
+            record["written"].append(str(value))
+    return json.dumps(record).encode()
+
+
+def _after_crash(sig: signal.Signals, record_bytes: bytes, dump: bytes, started_epoch_secs: float) -> int:
+    """The child died by ``sig``: remove its half-written outputs, mark its stored runs failed,
+    print one line (naming the file and the stage) and return 2."""
+    from app.workers import Cleanup, stage_from_dump
+
+    record = json.loads(record_bytes.rstrip(b"\0") or b"{}")
+    stage = stage_from_dump(dump.decode(errors="replace"))
+    store = None
+    try:
+        db = record.get("session_db")
+        if db and Path(db).is_file():
+            from backend.store import SessionStore
+
+            store = SessionStore(db)
+        cleanup = Cleanup(
+            written=tuple(Path(p) for p in record.get("written", ())),
+            written_globs=tuple((Path(d), g) for d, g in record.get("globs", ())),
+            partials=tuple((Path(d), g) for d, g in record.get("partials", ())),
+            store=store,
+        )
+        if store is not None and record.get("comparison_id"):
+            from backend.compare import default_output_dir
+
+            # As an interrupted comparison: its encodes removed (it was not stored yet).
+            cleanup = dataclasses.replace(
+                cleanup, written=(*cleanup.written, default_output_dir(store, record["comparison_id"]))
+            )
+        cleanup.apply(started_epoch_secs, "")
+        old, out = record.get("old") or (None, None)
+        if old and Path(old).is_dir() and not Path(out).exists():
+            Path(old).rename(out)  # it died while replacing an earlier output: put that back
+    except (OSError, ValueError, RuntimeError) as exc:  # StoreError is a ValueError
+        print(f"codec-lens: cleaning up after the crash failed: {exc}", file=sys.stderr)
+    finally:
+        if store is not None:
+            store.close()
+    what = "the decoder crashed" if sig in _CRASH_SIGNALS else "the run was killed"
+    subject = record.get("subject")
+    return fail(
+        (f"{subject}: " if subject else "") + f"{what} ({sig.name})" + (f" during {stage}" if stage else "")
+    )

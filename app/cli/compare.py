@@ -174,7 +174,13 @@ def run(args: argparse.Namespace) -> int:
         config, options = _config(args), _options(args)
         with SessionStore(args.session_db) as store:
             comparison = compare(
-                args.video, store, config=config, options=options, out_dir=args.out_dir, encoded=args.encoded
+                args.video,
+                store,
+                config=config,
+                options=options,
+                out_dir=args.out_dir,
+                encoded=args.encoded,
+                comparison_id=getattr(args, "comparison_id", None),  # named by app.cli's crash record
             )
     except (CodecLensError, ValueError, OSError) as exc:  # ValueError: invalid option values
         return fail_with(exc, subject=args.video)

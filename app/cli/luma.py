@@ -237,6 +237,8 @@ def _cmd_fast_reader(args: argparse.Namespace) -> int:
     _print_analysis(analysis, _info_stream(args))
     if analysis.keyframes:
         print(f"  keyframes: {list(analysis.keyframes)}", file=_info_stream(args))
+    for warning in analysis.warnings:
+        print(f"  warning {warning.code}: {warning.message}", file=_info_stream(args))
     _write_json(args.json, analysis.to_json())
     if args.plot:
         write_plot(analysis, args.plot)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ import numpy as np
 
 from app.browser_js import step_js
 from app.tabs.common import ui_error
+from app.workers import Cleanup, job_store, run_job, session_of
 from backend.errors import CodecLensError
 from views import compare as cv
 
@@ -259,12 +261,15 @@ def run_new(
     speed: str,
     fallback: str,
     on_progress: Any = None,
+    session: str = "",
 ) -> tuple[Any, str]:
-    """Encode, select and compare ``path``; the refreshed picker (on the new one) and a status line.
+    """Encode, select and compare ``path`` (in a worker); the refreshed picker (on the new one) and a
+    status line.
 
     ``numbers``: the form's gop, bframes, crf_<codec>, bitrate, max_frames and max_side.
     """
-    from backend.compare import CODECS, CompareConfig, compare
+    from app import jobs
+    from backend.compare import CODECS, CompareConfig, default_output_dir
     from backend.pipeline import SelectionOptions
 
     try:
@@ -283,20 +288,36 @@ def run_new(
             max_side=int(numbers["max_side"] or 0),
             fallback_score=fallback,
         )
-        result = compare(
+        # Named here, so that the encodes folder of a crashed comparison is known.
+        comparison_id = uuid.uuid4().hex[:12]
+        folder = default_output_dir(ws.store, comparison_id)
+        done = run_job(
+            ws.pool,
+            jobs.compare_codecs,
             source,
-            ws.store,
-            config=config,
-            options=SelectionOptions(frame_sampling_mode="all_frames"),
+            job_store(ws),
+            config,
+            SelectionOptions(frame_sampling_mode="all_frames"),
+            comparison_id,
+            session=session,
+            subject=source.name,
+            # As an interrupted comparison: stored as failed, its encodes removed.
+            cleanup=Cleanup(
+                written=(folder,),
+                store=ws.store,
+                then=lambda reason: ws.store.fail_comparison(
+                    comparison_id, source_path=str(source), config=config.as_dict(), error=reason
+                ),
+            ),
             on_progress=on_progress,
         )
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc) from exc
     status = (
-        f"Comparison `{result.comparison_id}`: {len(result.variants)} variants of {source.name} in "
-        f"{result.timings_secs['total']:.1f} s."
+        f"Comparison `{done['comparison_id']}`: {done['variants']} variants of {source.name} in "
+        f"{done['total_secs']:.1f} s."
     )
-    return gr.update(choices=choices(ws), value=result.comparison_id), status
+    return gr.update(choices=choices(ws), value=done["comparison_id"]), status
 
 
 def page_load(ws: Workspace) -> tuple[Any, str]:
@@ -490,6 +511,7 @@ def build_compare_tab(ws: Workspace) -> None:
 def _wire_run_new(ws: Workspace, form: _NewForm, pick: Any) -> None:
     # One parameter per input: Gradio injects the tracker only into a positional parameter.
     def on_run(
+        request: gr.Request,
         path,
         codecs,
         gop,
@@ -516,6 +538,8 @@ def _wire_run_new(ws: Workspace, form: _NewForm, pick: Any) -> None:
             speed,
             fallback,
             on_progress=lambda stage, fraction: progress(fraction, desc=stage),
+            session=session_of(request),
         )
 
-    form.run_btn.click(on_run, form.inputs, [pick, form.status], api_name=False)
+    # The worker pool bounds the work, per session and in all.
+    form.run_btn.click(on_run, form.inputs, [pick, form.status], api_name=False, concurrency_limit=None)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from app.tabs.common import ui_error
+from app.workers import Cleanup, job_store, run_job, session_of
 from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
@@ -45,12 +46,14 @@ def export_clip(
     fmt: str,
     extras: list[str],
     on_progress: Callable[[float], None] | None = None,
+    session: str = "",
 ) -> list[str]:
-    """Write an export of ``run_id`` under ``<output root>/exports/`` and return the file paths.
+    """Write an export of ``run_id`` under ``<output root>/exports/`` (in a worker); the file paths.
 
     Raises the backend's errors (OutputError for paths, ValueError for names and ranges).
     """
-    from backend.export import ExportConfig, load_export_run, write_export
+    from app import jobs
+    from backend.export import ExportConfig
 
     frames = _range(start, stop)
     name = _stem(run_id, frames) + ("" if fmt == "png" else f".{fmt}")
@@ -64,9 +67,42 @@ def export_clip(
         tables=EXTRAS[0] in extras,
         yuview=EXTRAS[1] in extras,
     )
-    run = load_export_run(ws.store, run_id, result=ws.result(run_id))
-    result = write_export([run], config=config, on_progress=on_progress)
-    return [str(p) for p in result.files]
+    stem = name if fmt == "png" else name.rsplit(".", 1)[0]
+    # A worker rebuilds the run from the store; here, the run as the app shows it is at hand.
+    shown = ws.result(run_id) if ws.pool is None or _is_imported(ws, run_id) else None
+    files = run_job(
+        ws.pool,
+        jobs.export_run,
+        job_store(ws),
+        run_id,
+        config,
+        imported=shown is not None and _shows_stored_tokens(ws, run_id, shown),
+        result=shown if ws.pool is None else None,
+        session=session,
+        subject=Path(ws.store.get_run(run_id).video_path).name,
+        # Every file of an export starts with its stem; a clip is first written as .<stem>.…partial….
+        cleanup=Cleanup(
+            written_globs=((out.parent, f"{stem}*"),), partials=((out.parent, f".{stem}.*partial*"),)
+        ),
+        on_progress=None if on_progress is None else lambda _stage, fraction: on_progress(fraction),
+    )
+    return list(files)
+
+
+def _is_imported(ws: Workspace, run_id: str) -> bool:
+    from backend.cvp_format import IMPORT_KEY
+
+    return IMPORT_KEY in ws.store.get_run(run_id).config
+
+
+def _shows_stored_tokens(ws: Workspace, run_id: str, shown: Any) -> bool:
+    """Whether the app shows imported run ``run_id`` with cvp's tokens (as right after the import)
+    rather than with its recomputation's, so that a worker's export matches what is on screen."""
+    import numpy as np
+
+    from backend.cvp_format import imported_view
+
+    return bool(np.array_equal(imported_view(ws.store, run_id, shown).canvases.tokens, shown.canvases.tokens))
 
 
 def export_figure(
@@ -108,6 +144,7 @@ def export_files(
     fmt: str,
     extras: list[str] | None,
     on_progress: Callable[[float], None] | None = None,
+    session: str = "",
 ) -> list[str]:
     """The Export button: :func:`export_clip` of the open run, errors as one-line ``gr.Error``."""
     if not run_id:
@@ -122,6 +159,7 @@ def export_files(
             fmt=fmt,
             extras=extras or [],
             on_progress=on_progress,
+            session=session,
         )
     except (CodecLensError, ValueError, OSError) as exc:
         raise ui_error(exc, single_line=True) from exc
@@ -195,13 +233,24 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
             label="Exported figure", file_count="multiple", interactive=False, elem_id="figure_files"
         )
 
-    # Gradio injects the progress tracker through this default.
-    def do_export(rid, chosen, lo, hi, kind, more, progress: Any = gr.Progress()):  # noqa: B008
+    # Gradio injects the request and the progress tracker through these parameters.
+    def do_export(request: gr.Request, rid, chosen, lo, hi, kind, more, progress: Any = gr.Progress()):  # noqa: B008
         return export_files(
-            ws, rid, chosen, lo, hi, kind, more, lambda fraction: progress(fraction, desc="encoding")
+            ws,
+            rid,
+            chosen,
+            lo,
+            hi,
+            kind,
+            more,
+            lambda fraction: progress(fraction, desc="encoding"),
+            session=session_of(request),
         )
 
-    button.click(do_export, [run_id, layers, start, stop, fmt, extras], files, api_name=False)
+    # The worker pool bounds the work, per session and in all.
+    button.click(
+        do_export, [run_id, layers, start, stop, fmt, extras], files, api_name=False, concurrency_limit=None
+    )
     figure_inputs = [run_id, figure, figure_fmt] + ([frame_slider] if frame_slider is not None else [])
     figure_btn.click(
         lambda rid, which, kind, row=None: figure_files(ws, rid, which, kind, row),

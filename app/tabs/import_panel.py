@@ -2,50 +2,68 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from app.tabs.common import ui_error
+from app.workers import Cleanup, job_store, run_job, session_of
 from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
     from app.workspace import Workspace
 
 
-def _status_markdown(outcome: Any) -> str:
-    lines = outcome.describe()
-    verdict = "matches" if outcome.status == "match" else "differs from"
+def _status_markdown(outcome: dict[str, Any]) -> str:
+    """The import's verdict (the summary :func:`app.jobs.import_cvp_dir` returns) as markdown."""
+    lines = outcome["lines"]
+    verdict = "matches" if outcome["status"] == "match" else "differs from"
     text = (
-        f"**Imported** run `{outcome.run_id}`: cvp's output {verdict} our parity recomputation.\n\n{lines[0]}"
+        f"**Imported** run `{outcome['run_id']}`: cvp's output {verdict} our parity recomputation.\n\n"
+        f"{lines[0]}"
     )
-    if outcome.warnings:
-        text += "\n\n" + "\n".join(f"- `{w.code}` {w.message}" for w in outcome.warnings)
+    if outcome["warnings"]:
+        text += "\n\n" + "\n".join(f"- `{code}` {message}" for code, message in outcome["warnings"])
     return text
 
 
 def import_run(
-    ws: Workspace, folder: str, source: str, *, on_progress: Callable[[str, float], None] | None = None
+    ws: Workspace,
+    folder: str,
+    source: str,
+    *,
+    on_progress: Callable[[str, float], None] | None = None,
+    session: str = "",
 ) -> tuple[str, str]:
-    """Import cvp output ``folder`` made from ``source`` (paths inside the allowed folders).
+    """Import cvp output ``folder`` made from ``source`` (paths inside the allowed folders; in a worker).
 
     Returns the new run's id and the status markdown; errors are ``gr.Error`` in one line.
     """
-    from backend.cvp_format import ImportConfig, import_cvp
+    from app import jobs
+    from backend.cvp_format import imported_view
 
     try:
-        outcome = import_cvp(
-            ws.input_path(folder),
-            ws.input_path(source),
-            ws.store,
-            config=ImportConfig(),
+        cvp_dir, video = ws.input_path(folder), ws.input_path(source)
+        outcome = run_job(
+            ws.pool,
+            jobs.import_cvp_dir,
+            cvp_dir,
+            video,
+            job_store(ws),
+            session=session,
+            subject=video.name,
+            cleanup=Cleanup(store=ws.store),
             on_progress=on_progress,
         )
+        # Shown with cvp's tokens and the stored warnings, and the times of the import's run.
+        run_id = outcome["run_id"]
+        shown = imported_view(ws.store, run_id, ws.result(run_id))
+        ws.remember(run_id, dataclasses.replace(shown, timings_secs=outcome["timings_secs"]))
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc, single_line=True) from exc
-    ws.remember(outcome.run_id, outcome.result)
-    return outcome.run_id, _status_markdown(outcome)
+    return run_id, _status_markdown(outcome)
 
 
 def build_import_panel(ws: Workspace, run_id: gr.Textbox) -> None:
@@ -64,10 +82,20 @@ def build_import_panel(ws: Workspace, run_id: gr.Textbox) -> None:
         button = gr.Button("Import", variant="primary", elem_id="import_btn")
         status = gr.Markdown(elem_id="import_status")
 
-    # Gradio injects the progress tracker through this default.
-    def do_import(folder: str, source: str, progress: Any = gr.Progress()) -> tuple[str, str]:  # noqa: B008
+    # Gradio injects the request and the progress tracker through these parameters.
+    def do_import(
+        request: gr.Request,
+        folder: str,
+        source: str,
+        progress: Any = gr.Progress(),  # noqa: B008
+    ) -> tuple[str, str]:
         return import_run(
-            ws, folder, source, on_progress=lambda stage, fraction: progress(fraction, desc=stage)
+            ws,
+            folder,
+            source,
+            on_progress=lambda stage, fraction: progress(fraction, desc=stage),
+            session=session_of(request),
         )
 
-    button.click(do_import, [cvp_dir, video], [run_id, status], api_name=False)
+    # The worker pool bounds the work, per session and in all.
+    button.click(do_import, [cvp_dir, video], [run_id, status], api_name=False, concurrency_limit=None)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from app.tabs.common import ui_error
+from app.workers import Cleanup, job_store, run_job, session_of
 from app.workspace import UPLOADS_DIR, store_upload
 from backend.errors import CodecLensError
 from views import luma as luma_view
@@ -83,10 +84,18 @@ def refreshed(ws: Workspace, selected: str | None) -> list[Any]:
 
 
 def analyze(
-    ws: Workspace, ref_text: str, test_text: str, official_text: str, geo: str, off: float, trunc: bool
+    ws: Workspace,
+    ref_text: str,
+    test_text: str,
+    official_text: str,
+    geo: str,
+    off: float,
+    trunc: bool,
+    session: str = "",
 ) -> list[Any]:
-    """Analyse and store a test video against its reference; the views and refreshed pickers."""
-    from backend.luma import MeasureConfig, analyze_videos, make_geometry, store_analysis
+    """Analyse (in a worker) and store a test video against its reference; the views and refreshed
+    pickers."""
+    from app import jobs
 
     try:
         ref_path = resolve_input(ws, ref_text, what="reference")
@@ -94,11 +103,19 @@ def analyze(
         official_path = (
             resolve_input(ws, official_text, what="official") if (official_text or "").strip() else None
         )
-        config = MeasureConfig(offset=int(off or 0), truncate=bool(trunc))
-        analysis = analyze_videos(
-            test_path, ref_path, official=official_path, geometry=make_geometry(geo), config=config
+        analysis_id = run_job(
+            ws.pool,
+            jobs.luma_analyze,
+            job_store(ws),
+            test_path,
+            ref_path,
+            official_path,
+            geo,
+            int(off or 0),
+            bool(trunc),
+            session=session,
+            subject=test_path.name,
         )
-        analysis_id = store_analysis(ws.store, analysis, config=config)
         return [*views_of(ws, analysis_id), *refreshed(ws, analysis_id)]
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc, single_line=True) from exc
@@ -130,15 +147,27 @@ def refresh_lists(ws: Workspace, selected: str | None, fit_selected: str | None)
     return [*refreshed(ws, selected), gr.update(choices=fits, value=fit_value)]
 
 
-def fit(ws: Workspace, train_ids: list[str] | None, test_ids: list[str] | None) -> tuple[Any, ...]:
-    """Fit a correction on the ``train_ids`` analyses, evaluated on ``test_ids``."""
-    from backend.luma import fit_stored
+def fit(
+    ws: Workspace, train_ids: list[str] | None, test_ids: list[str] | None, session: str = ""
+) -> tuple[Any, ...]:
+    """Fit a correction (in a worker) on the ``train_ids`` analyses, evaluated on ``test_ids``."""
+    from app import jobs
 
     try:
         folder = ws.output_path(LUMA_DIR)
         folder.mkdir(parents=True, exist_ok=True)
         coeffs = folder / f"coeffs_{uuid.uuid4().hex[:8]}.json"
-        fit_id, result = fit_stored(ws.store, list(train_ids or []), list(test_ids or []), coeffs_path=coeffs)
+        fit_id, result = run_job(
+            ws.pool,
+            jobs.luma_fit,
+            job_store(ws),
+            list(train_ids or []),
+            list(test_ids or []),
+            coeffs,
+            session=session,
+            subject=coeffs.name,
+            cleanup=Cleanup(written=(coeffs,)),
+        )
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc, single_line=True) from exc
     info = (
@@ -153,9 +182,11 @@ def fit(ws: Workspace, train_ids: list[str] | None, test_ids: list[str] | None) 
     )
 
 
-def apply(ws: Workspace, fit_id: str | None, analysis_id: str | None, lossless_rgb: bool) -> list[Any]:
-    """Correct the test video of a stored analysis with a stored fit and re-measure it."""
-    from backend.luma import apply_stored
+def apply(
+    ws: Workspace, fit_id: str | None, analysis_id: str | None, lossless_rgb: bool, session: str = ""
+) -> list[Any]:
+    """Correct the test video of a stored analysis with a stored fit and re-measure it (in a worker)."""
+    from app import jobs
 
     if not fit_id or not analysis_id:
         raise gr.Error("Choose a fit and a stored analysis to correct.")
@@ -168,15 +199,20 @@ def apply(ws: Workspace, fit_id: str | None, analysis_id: str | None, lossless_r
         )
         out = ws.output_path(f"{LUMA_DIR}/{_safe_stem(test_path.stem)}.fit_{fit_id}.corrected.mp4")
         out.parent.mkdir(parents=True, exist_ok=True)
-        applied = apply_stored(
-            ws.store,
+        applied = run_job(
+            ws.pool,
+            jobs.luma_apply,
+            job_store(ws),
             fit_id,
             analysis_id,
-            test=test_path,
-            reference=ref_path,
-            official=official_path,
-            out=out,
-            lossless=bool(lossless_rgb),
+            test_path,
+            ref_path,
+            official_path,
+            out,
+            bool(lossless_rgb),
+            session=session,
+            subject=test_path.name,
+            cleanup=Cleanup(written=(out,)),
         )
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc, single_line=True) from exc
@@ -234,11 +270,22 @@ def build_luma_tab(ws: Workspace) -> None:
     fit_pick, apply_pick, lossless, apply_btn, apply_outputs = _build_apply_section(ws)
     choice_boxes = [stored, train, held_out, apply_pick]
 
+    def on_analyze(request: gr.Request, ref, test, official, geo, off, trunc) -> list[Any]:
+        return analyze(ws, ref, test, official, geo, off, trunc, session_of(request))
+
+    def on_fit(request: gr.Request, train_ids, test_ids) -> tuple[Any, ...]:
+        return fit(ws, train_ids, test_ids, session_of(request))
+
+    def on_apply(request: gr.Request, fit_id, analysis_id, lossless_rgb) -> list[Any]:
+        return apply(ws, fit_id, analysis_id, lossless_rgb, session_of(request))
+
+    # The worker pool bounds the work of these three, per session and in all.
     analyze_btn.click(
-        lambda ref, test, official, geo, off, trunc: analyze(ws, ref, test, official, geo, off, trunc),
+        on_analyze,
         [*boxes, geometry, offset, truncate],
         [*outputs, *choice_boxes],
         api_name=False,
+        concurrency_limit=None,
     )
     for button, box in zip(uploads, boxes, strict=True):
         button.upload(lambda file: upload(ws, file), button, box, api_name=False)
@@ -249,17 +296,13 @@ def build_luma_tab(ws: Workspace) -> None:
         [*choice_boxes, fit_pick],
         api_name=False,
     )
-    fit_btn.click(
-        lambda train_ids, test_ids: fit(ws, train_ids, test_ids),
-        [train, held_out],
-        [*fit_outputs, fit_pick],
-        api_name=False,
-    )
+    fit_btn.click(on_fit, [train, held_out], [*fit_outputs, fit_pick], api_name=False, concurrency_limit=None)
     apply_btn.click(
-        lambda fit_id, analysis_id, lossless_rgb: apply(ws, fit_id, analysis_id, lossless_rgb),
+        on_apply,
         [fit_pick, apply_pick, lossless],
         [*apply_outputs, *choice_boxes],
         api_name=False,
+        concurrency_limit=None,
     )
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from app.tabs.common import ui_error
 from app.tabs.sessions import SessionsPanel, build_sessions_panel, save_view, sessions_update
+from app.workers import Cleanup, job_store, run_job, session_of
 from app.workspace import store_upload, upload_name
 from backend.errors import CodecLensError
 
@@ -47,12 +50,12 @@ def option_controls() -> dict[str, Any]:
     return controls
 
 
-def on_upload(ws: Workspace, file: Any) -> tuple[Any, Any]:
-    """Store an uploaded video and probe it: its path for the path box and a status line.
+def on_upload(ws: Workspace, file: Any, session: str = "") -> tuple[Any, Any]:
+    """Store an uploaded video and probe it (in a worker): its path for the path box and a status line.
 
     A file that is not a usable video is removed again; the error names the upload.
     """
-    from backend.stages.probe import ProbeConfig, probe
+    from app import jobs
 
     if file is None:
         return gr.update(), gr.update()
@@ -62,13 +65,20 @@ def on_upload(ws: Workspace, file: Any) -> tuple[Any, Any]:
     except CodecLensError as exc:
         raise ui_error(exc) from exc
     try:
-        info = probe(dest, config=ProbeConfig(profile="clean"))
+        info = run_job(
+            ws.pool,
+            jobs.probe_video,
+            dest,
+            session=session,
+            subject=name,
+            cleanup=Cleanup(then=lambda _reason: dest.unlink(missing_ok=True)),
+        )
     except CodecLensError as exc:
         dest.unlink(missing_ok=True)
         raise gr.Error(exc.one_line().replace(str(dest), name)) from exc
     return str(dest), (
-        f"Uploaded **{name}**: {info.codec_name} {info.width}×{info.height}, "
-        f"{info.total_frames} frames. Press **Run**."
+        f"Uploaded **{name}**: {info['codec_name']} {info['width']}×{info['height']}, "
+        f"{info['total_frames']} frames. Press **Run**."
     )
 
 
@@ -88,18 +98,66 @@ def selection_options(names: Sequence[str], values: Sequence[Any]) -> Any:
         raise gr.Error(str(exc)) from exc
 
 
-def _select(
-    ws: Workspace, run_id: str, video: Any, options: Any, on_progress: Callable[[str, float], None]
-) -> tuple[str, Any, str]:
-    """A new run of ``video``: re-selected from the open run's cache when it is the same video."""
-    from backend.runs import reselect, select_and_store
+def _decodes(ws: Workspace, parent: Any, options: Any) -> bool:
+    """Whether re-selecting ``parent`` with ``options`` must decode (reselect's own test): a
+    changed decode option, or no cached decode to reuse."""
+    from backend.pipeline import FRONT_OPTIONS
 
+    if not all(getattr(options, k) == parent.config.get(k) for k in FRONT_OPTIONS):
+        return True
+    key = parent.cache_key
+    return not key or (key not in ws.memory and ws.store.cache_lookup(key) is None)
+
+
+def _select(
+    ws: Workspace,
+    run_id: str,
+    video: Any,
+    options: Any,
+    on_progress: Callable[[str, float], None],
+    session: str = "",
+) -> tuple[str, Any, str]:
+    """A new run of ``video``: re-selected from the open run's cache when it is the same video.
+
+    What decodes runs in a worker (its run is stored there); a re-selection from the cache
+    decodes nothing and runs here, on the decodes this process keeps in memory.
+    """
+    from app import jobs
+    from backend.runs import reselect
+
+    cleanup = Cleanup(store=ws.store)
     if bool(run_id) and ws.store.get_run(run_id).video_path == str(video):
-        base = ws.store.get_run(run_id).config
+        parent = ws.store.get_run(run_id)
+        base = parent.config
         changes = {k: v for k, v in options.as_dict().items() if base.get(k) != v}
-        return reselect(ws.store, run_id, changes, on_progress=on_progress, memory=ws.memory)
-    new_id, result = select_and_store(video, ws.store, options=options, on_progress=on_progress)
-    return new_id, result, "full"
+        if not _decodes(ws, parent, options):
+            return reselect(ws.store, run_id, changes, on_progress=on_progress, memory=ws.memory)
+        done = run_job(
+            ws.pool,
+            jobs.reselect_run,
+            job_store(ws),
+            run_id,
+            changes,
+            session=session,
+            subject=Path(video).name,
+            cleanup=cleanup,
+            on_progress=on_progress,
+        )
+    else:
+        done = run_job(
+            ws.pool,
+            jobs.select_run,
+            video,
+            job_store(ws),
+            options,
+            session=session,
+            subject=Path(video).name,
+            cleanup=cleanup,
+            on_progress=on_progress,
+        )
+    # The stored run, rebuilt from its decode cache, with the times of the run that made it.
+    result = dataclasses.replace(ws.result(done["run_id"]), timings_secs=done["timings_secs"])
+    return done["run_id"], result, done["how"]
 
 
 def start_run(
@@ -109,12 +167,14 @@ def start_run(
     view: tuple[float, list[str], float, str],
     options: Any,
     progress: Callable[..., Any],
+    session: str = "",
 ) -> tuple[str, str, Any, Any]:
     """Run (or re-select) the video at ``path_text`` with ``options``.
 
     ``view``: the open run's viewer (row, layers, opacity, colormap), saved so that reopening
-    it finds it as it was left. ``progress(fraction, desc=stage)`` follows the run. Returns the
-    new run id, the status line, the runs table and the stored-run choices.
+    it finds it as it was left. ``progress(fraction, desc=stage)`` follows the run. ``session``:
+    the browser session, whose pending jobs the worker pool caps. Returns the new run id, the
+    status line, the runs table and the stored-run choices.
     """
     t0 = time.perf_counter()
     try:
@@ -126,7 +186,7 @@ def start_run(
         def on_progress(stage: str, fraction: float) -> None:
             progress(fraction, desc=stage)
 
-        new_id, result, how = _select(ws, run_id, video, options, on_progress)
+        new_id, result, how = _select(ws, run_id, video, options, on_progress, session)
     except CodecLensError as exc:
         raise ui_error(exc) from exc
     ws.remember(new_id, result)
@@ -174,17 +234,33 @@ def build_run_tab(ws: Workspace, run_id: gr.Textbox) -> RunTab:
 
 def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: InspectTab) -> None:
     """Upload and Run; a run saves the viewer of ``inspect`` for the run it replaces."""
+
+    def upload(request: gr.Request, file: Any, current: str) -> tuple[Any, Any]:
+        return on_upload(ws, file, session_of(request))
+
     tab.upload.upload(
-        lambda file, current: on_upload(ws, file),
+        upload,
         [tab.upload, run_id],
         [tab.video_path, tab.run_status],
         api_name=False,
+        concurrency_limit=None,  # the worker pool bounds the work, per session and in all
     )
     names = list(tab.controls)
 
-    def run(rid: str, path_text: str, row, lay, op, cm, *values: Any, progress=gr.Progress()):  # noqa: B008 - Gradio's progress hook
+    # Gradio injects the request and the progress tracker only into positional parameters.
+    def run(
+        request: gr.Request,
+        rid: str,
+        path_text: str,
+        row,
+        lay,
+        op,
+        cm,
+        progress=gr.Progress(),  # noqa: B008 - Gradio's progress hook
+        *values: Any,
+    ):
         options = selection_options(names, values)
-        return start_run(ws, rid, path_text, (row, lay, op, cm), options, progress)
+        return start_run(ws, rid, path_text, (row, lay, op, cm), options, progress, session_of(request))
 
     viewer = [inspect.slider, inspect.layers, inspect.opacity, inspect.colormap]
     tab.run_btn.click(
@@ -193,4 +269,5 @@ def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: Inspec
         [run_id, tab.run_status, tab.sessions.runs, tab.sessions.open_pick],
         api_name=False,
         show_progress="full",
+        concurrency_limit=None,
     )

@@ -1,6 +1,7 @@
 """Codec comparison: encode one source in several codecs, select on each, measure agreement."""
 
 from backend.compare.config import CODECS, FALLBACK_SCORES, SPEEDS, CompareConfig, parse_crf
+from backend.compare.encode import default_output_dir
 from backend.compare.metrics import (
     HEATMAP_SCALES,
     cell_area_px,
@@ -21,6 +22,7 @@ __all__ = [
     "StoredComparison",
     "cell_area_px",
     "compare",
+    "default_output_dir",
     "heatmap_normaliser",
     "kept_mask_at",
     "load_comparison",

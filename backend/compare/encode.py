@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from backend.compare.config import CODECS, CompareConfig, score_for
-from backend.errors import DecodeError, InputError
+from backend.errors import DecodeError, InputError, UnsupportedVideoError
 from backend.records import _ShapeRepr
+from backend.stages.geometry import check_frame_size
 from backend.stages.probe import ProbeConfig, check_input_file, probe
 from backend.stages.signals import canonical_codec
 from backend.store import SessionStore
 from native import encode as encode_mod
+from native import gateway
 
 ENCODERS: dict[str, str] = {"h264": "libx264", "hevc": "libx265", "vp9": "libvpx-vp9", "av1": "libsvtav1"}
 _SPEED_PRESETS: dict[str, dict[str, str]] = {
@@ -118,6 +120,36 @@ def output_size(width: int, height: int, max_side: int) -> tuple[int, int]:
     return w, h
 
 
+def check_encode_size(
+    source: Path, source_wh: tuple[int, int], encoded_wh: tuple[int, int], *, config: CompareConfig
+) -> None:
+    """Refuse, before any encoding, an output size no variant could be selected on or encoded at.
+
+    Raises
+    ------
+    UnsupportedVideoError : the encoded size is outside what selection supports (a side under
+        16 pixels, an aspect ratio beyond 200:1), or AV1 is asked for at a size SVT-AV1 stalls on.
+    """
+    width, height = encoded_wh
+    scaled = ""
+    if encoded_wh != source_wh:
+        source_size = f"{source_wh[0]}x{source_wh[1]}"
+        scaled = f" The {source_size} source is encoded at {width}x{height} (--max-side {config.max_side})."
+    try:
+        check_frame_size(width, height, path=source, stage="compare")
+    except UnsupportedVideoError as exc:
+        raise UnsupportedVideoError(exc.message + scaled, path=source, stage="compare") from None
+    if "av1" in config.codecs and gateway.svt_av1_stalls(width, height):
+        raise UnsupportedVideoError(
+            f"SVT-AV1 stalls on frames under {gateway.SVT_AV1_MIN_SIDE} pixels on one side and over "
+            f"{gateway.SVT_AV1_SMALL_FRAME} on the other ({width}x{height}). Supported AV1 sizes have "
+            f"both sides at least {gateway.SVT_AV1_MIN_SIDE} pixels or both at most "
+            f"{gateway.SVT_AV1_SMALL_FRAME}; leave av1 out of --codecs.{scaled}",
+            path=source,
+            stage="compare",
+        )
+
+
 def default_output_dir(store: SessionStore, comparison_id: str) -> Path:
     """Where a comparison's encoded files live: ``<db>.compare/<comparison_id>/`` next to the store."""
     return store.path.parent / f"{store.path.name}.compare" / comparison_id
@@ -150,6 +182,7 @@ def encode_variants(
     except RuntimeError as exc:
         raise InputError(str(exc), path=src, stage="compare") from exc
     width, height = output_size(src_w, src_h, config.max_side)
+    check_encode_size(src, (src_w, src_h), (width, height), config=config)
     plans = [(codec, *encoder_options(codec, config)) for codec in config.codecs]
     targets = [encode_mod.EncodeTarget(folder / REFERENCE_NAME, "libx264", dict(_REFERENCE_OPTIONS))]
     targets += [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -80,6 +81,7 @@ def compare(
     out_dir: str | Path | None = None,
     encoded: Sequence[str | Path] | None = None,
     on_progress: ProgressCallback | None = None,
+    comparison_id: str | None = None,
 ) -> CodecComparison:
     """Encode (or take) variants of a source, select on each, measure and store everything.
 
@@ -92,12 +94,14 @@ def compare(
     out_dir : folder for the encodes (default :func:`default_output_dir`).
     encoded : pre-encoded variants of ``source`` (then nothing is encoded).
     on_progress : ``on_progress(step, fraction)`` after each step.
+    comparison_id : the id to store it under (default a new one); a caller that names it knows
+        its encodes folder before they are written (to remove them if the process dies).
 
     Returns
     -------
     The CodecComparison, already stored under ``comparison_id`` (a failure is stored as ``failed``).
     """
-    comparison_id = uuid.uuid4().hex[:12]
+    comparison_id = comparison_id or uuid.uuid4().hex[:12]
     timings: dict[str, float] = {}
     src = check_input_file(source)
     folder = Path(out_dir) if out_dir is not None else default_output_dir(store, comparison_id)
@@ -187,4 +191,11 @@ def compare(
     except (CodecLensError, ValueError, OSError, RuntimeError) as exc:
         message = exc.one_line() if isinstance(exc, CodecLensError) else str(exc)
         store.fail_comparison(comparison_id, source_path=str(src), config=config.as_dict(), error=message)
+        raise
+    except BaseException:  # Ctrl-C: stored as failed, and the encodes nothing refers to removed
+        store.fail_comparison(
+            comparison_id, source_path=str(src), config=config.as_dict(), error="interrupted"
+        )
+        if out_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -203,8 +203,8 @@ class _PngSink:
         from PIL import Image
 
         target = self._path if self._single else self._path / name
+        self.written.append(target)  # before the save: a file cut short by a full disk is removed too
         Image.fromarray(frame).save(target, compress_level=3)
-        self.written.append(target)
 
     def close(self) -> None:
         pass
@@ -300,6 +300,9 @@ def write_clip(
     except BaseException:
         if tmp != path:
             tmp.unlink(missing_ok=True)
+        elif isinstance(sink, _PngSink):
+            for written in sink.written:
+                written.unlink(missing_ok=True)
         raise
     if tmp != path:
         os.replace(tmp, path)

@@ -183,8 +183,36 @@ def write_export(
     Raises
     ------
     ValueError : bad frame range (no candidate in it), too many runs, a mismatched suffix.
-    OutputError : a path outside the allowed folder, or a file that cannot be written.
+    OutputError : a path outside the allowed folder, or a file that cannot be written (a full
+        disk: what the export had written is removed again, as it is when interrupted).
     """
+    made: list[Path] = []  # what this export writes, in order: removed again if it fails
+    try:
+        return _write_export(runs, config, figures, on_progress, made)
+    except BaseException:
+        _remove_made(made)
+        raise
+
+
+def _remove_made(made: Sequence[Path]) -> None:
+    """Remove the files (and the emptied folders) a failed export made, newest first."""
+    for path in reversed(made):
+        try:
+            if path.is_dir():
+                path.rmdir()
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:
+            pass  # a folder that holds other files stays
+
+
+def _write_export(
+    runs: Sequence[ExportRun],
+    config: ExportConfig,
+    figures: Mapping[str, Any] | None,
+    on_progress: Callable[[float], None] | None,
+    made: list[Path],
+) -> ExportResult:
     if not 1 <= len(runs) <= 4:
         raise ValueError(f"Invalid run count ({len(runs)}). Supported values are 1 to 4.")
     t_start = time.perf_counter()
@@ -199,18 +227,22 @@ def write_export(
             "a folder (no .png suffix), or a .png file for a one-frame range."
         )
     clip_path.parent.mkdir(parents=True, exist_ok=True)
+    if config.format == "png" and clip_path.suffix.lower() != ".png" and not clip_path.exists():
+        made.append(clip_path)  # the png folder, removed when the export fails and leaves it empty
     files: list[tuple[Path, str]] = []
     frame_size: tuple[int, int] | None = None
     try:
         if config.format != "none":
             t0 = time.perf_counter()
             frame_size, written = write_clip(runs, aligned, clip_path, config, on_progress)
+            made += written
             files += [(p, "clip") for p in written]
             timings["clip"] = time.perf_counter() - t0
         if config.tables:
             t0 = time.perf_counter()
             frames_csv = resolve_within(f"{stem}.frames.csv", config.allowed_roots, kind="output")
             blocks_csv = resolve_within(f"{stem}.blocks.csv", config.allowed_roots, kind="output")
+            made += [frames_csv, blocks_csv]
             per_run = [_run_rows(a) for r, a in zip(runs, aligned, strict=True)]
             pd.concat([frames_table(r, rr) for r, rr in zip(runs, per_run, strict=True)]).to_csv(
                 frames_csv, index=False
@@ -225,11 +257,14 @@ def write_export(
             for k, (run, a) in enumerate(zip(runs, aligned, strict=True)):
                 name = f"{stem}.yuview.csv" if k == 0 else f"{stem}.{run.run_id}.yuview.csv"
                 path = resolve_within(name, config.allowed_roots, kind="output")
+                made.append(path)
                 path.write_text(yuview_text(run, _run_rows(a), coordinates=config.yuview_coordinates))
                 files.append((path, "yuview_csv"))
             timings["yuview"] = time.perf_counter() - t0
         if figures:
             t0 = time.perf_counter()
+            # write_figures' names: a failure part-way leaves some of them written.
+            made += [stem.parent / f"{stem.name}.{n}.{f}" for n in figures for f in config.plot_formats]
             written = write_figures(
                 figures,
                 stem,
@@ -288,6 +323,7 @@ def write_export(
         }
         for p, role in files
     ]
+    made.append(sidecar)
     try:
         sidecar.write_text(json.dumps(jsonable(sidecar_data), indent=2))
     except OSError as exc:

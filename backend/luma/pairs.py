@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -21,9 +22,11 @@ from backend.errors import (
     UnsupportedVideoError,
 )
 from backend.luma.geometry import GopGeometry, LumaGeometry
-from backend.luma.measure import LumaAnalysis, MeasureConfig, _num, analyze_videos
-from backend.records import _check, _ShapeRepr
+from backend.luma.measure import MeasureConfig, analyze_videos
+from backend.luma.report import LumaAnalysis, _num
+from backend.records import RunWarning, _check, _ShapeRepr
 from backend.stages.probe import ProbeConfig, check_input_file, probe
+from backend.stages.signals import canonical_codec
 from native import gateway
 from native.errors import FFmpegError
 
@@ -60,7 +63,9 @@ def fast_reader_pair(
 
     Both sides go through the same swscale conversion to RGB (the reader's), so the bias is
     the decoder's alone. With the default GOP model (boundaries at the file's keyframes) the drift grows
-    within a GOP and resets at each keyframe on H.264 and HEVC.
+    within a GOP and resets at each keyframe on H.264 and HEVC. What the reader's decoder
+    prints about a damaged stream is kept off stderr and reported as one ``decoder_errors``
+    warning (how many lines, and the first).
 
     Raises
     ------
@@ -73,15 +78,34 @@ def fast_reader_pair(
     codec = probe(video, config=ProbeConfig()).codec_name
     if codec not in gateway.BITCOST_CODECS:
         supported = ", ".join(gateway.BITCOST_CODECS)
-        raise UnsupportedVideoError(f"cvp's fast reader reads {supported}, not {codec}", path=video)
-    return analyze_videos(
+        raise UnsupportedVideoError(
+            f"cvp's fast reader cannot read this codec ({canonical_codec(codec)}). "
+            f"Supported codecs are {supported}.",
+            path=video,
+        )
+    decoder_log: list[str] = []
+    analysis = analyze_videos(
         video,
         video,
         geometry=geometry or GopGeometry(),
         config=config,
-        test_reader=gateway.iter_reader_rgb,
+        test_reader=lambda path: gateway.iter_reader_rgb(path, decoder_log=decoder_log),
         # cvp's reader converts with swscale; the reference must use the same conversion.
         reference_reader=_swscale_rgb,
+    )
+    warning = _decoder_errors_warning(decoder_log)
+    return analysis if warning is None else dataclasses.replace(analysis, warnings=(warning,))
+
+
+def _decoder_errors_warning(decoder_log: Sequence[str]) -> RunWarning | None:
+    """One ``decoder_errors`` warning for a read's decoder log (None when it printed nothing)."""
+    if not decoder_log:
+        return None
+    count = gateway.decoder_log_count(decoder_log)
+    lines = "line" if count == 1 else "lines"
+    return RunWarning(
+        "decoder_errors",
+        f"the decoder reported a damaged stream ({count} log {lines}), first: {decoder_log[0]}",
     )
 
 
@@ -129,6 +153,14 @@ def roundtrip_pair(
     if info.width % 2 or info.height % 2:
         raise InputError(
             f"frame size {info.width}x{info.height} is odd; yuv420p encoders need even sizes", path=src
+        )
+    if codec == "libsvtav1" and gateway.svt_av1_stalls(info.width, info.height):
+        raise UnsupportedVideoError(
+            f"SVT-AV1 stalls on frames under {gateway.SVT_AV1_MIN_SIDE} pixels on one side and over "
+            f"{gateway.SVT_AV1_SMALL_FRAME} on the other ({info.width}x{info.height}). Supported sizes "
+            f"have both sides at least {gateway.SVT_AV1_MIN_SIDE} pixels or both at most "
+            f"{gateway.SVT_AV1_SMALL_FRAME}.",
+            path=src,
         )
 
     def limited(path: str | Path) -> Iterable[np.ndarray]:

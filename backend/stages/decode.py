@@ -14,7 +14,7 @@ from backend.config import PROFILES, Profile, Registry, Variant, param, validate
 from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
 from backend.pipeline.quirks import quirk_on, quirk_warning, reproduces_cvp
 from backend.records import Candidates, DecodedFrames, Geometry, RunWarning, VideoInfo
-from backend.stages.signals import SIGNALS, SignalConfig, compute_signals
+from backend.stages.signals import SIGNALS, SignalConfig, canonical_codec, compute_signals
 from native import frame_stats, gateway
 
 BITCOST_GRIDS = ("adaptive", "sub", "mb", "ctu")
@@ -39,15 +39,20 @@ def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
             stage="decode",
         )
     if info.codec_name not in gateway.BITCOST_CODECS:
+        codec = canonical_codec(info.codec_name)  # the decoder's name would say libdav1d for AV1
+        *others, last = SIGNALS.names
         raise UnsupportedVideoError(
-            f"codec {info.codec_name} has no bitcost (supported: {', '.join(gateway.BITCOST_CODECS)})",
+            f"this codec has no bitcost ({codec}). Supported codecs are "
+            f"{', '.join(gateway.BITCOST_CODECS)}; others need --profile clean and --score "
+            f"{', '.join(others)} or {last} (docs/signals.md).",
             path=info.path,
             stage="decode",
         )
     if info.width % 16 and quirk_on(config.profile, "width_not_multiple_of_16"):
         raise UnsupportedVideoError(
-            f"frame width {info.width} (size {info.width}x{info.height}) is not a multiple of 16: "
-            "partial macroblock columns misalign cvp's stretched bitcost grid; use --profile clean",
+            f"frame width {info.width} is not a multiple of 16 ({info.width}x{info.height}). Supported "
+            "widths in the parity profile are multiples of 16 (partial macroblock columns misalign "
+            "cvp's stretched bitcost grid); --profile clean takes any width.",
             path=info.path,
             stage="decode",
         )

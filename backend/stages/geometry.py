@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from backend.config import PROFILES, Profile, param, validate_fields
 from backend.errors import UnsupportedVideoError
@@ -11,6 +12,7 @@ from backend.pipeline.quirks import quirk_on
 from backend.records import Geometry, VideoInfo
 
 MIN_FRAME_SIDE = 16  # one macroblock; below this no codec grid covers a patch
+MAX_ASPECT_RATIO = 200  # longer side / shorter side; cvp's smart_resize refuses beyond it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,8 +51,8 @@ def smart_resize(
     """
     if height <= 0 or width <= 0:
         return 0, 0
-    if max(height, width) / max(1, min(height, width)) > 200:
-        raise ValueError(f"Extreme aspect ratio ({width}x{height})")
+    if max(height, width) / max(1, min(height, width)) > MAX_ASPECT_RATIO:
+        raise ValueError(_aspect_problem(width, height))
     h_bar = round(height / factor) * factor
     w_bar = round(width / factor) * factor
     if height * width > max_pixels:
@@ -62,6 +64,33 @@ def smart_resize(
         h_bar = math.ceil((height * beta) / factor) * factor
         w_bar = math.ceil((width * beta) / factor) * factor
     return max(factor, h_bar), max(factor, w_bar)
+
+
+def _aspect_problem(width: int, height: int) -> str:
+    ratio = max(width, height) / max(1, min(width, height))
+    return (
+        f"aspect ratio {ratio:.0f}:1 is too extreme ({width}x{height}). "
+        f"Supported aspect ratios are up to {MAX_ASPECT_RATIO}:1."
+    )
+
+
+def check_frame_size(width: int, height: int, *, path: str | Path | None, stage: str = "geometry") -> None:
+    """Refuse a frame size the pipeline cannot select on, before anything is decoded.
+
+    Raises
+    ------
+    UnsupportedVideoError : a side under 16 pixels, or an aspect ratio beyond 200:1, each as
+        ``<file>: <problem> (WxH). Supported … .``
+    """
+    if height < MIN_FRAME_SIDE or width < MIN_FRAME_SIDE:
+        raise UnsupportedVideoError(
+            f"frame size is too small ({width}x{height}). "
+            f"Supported sizes are at least {MIN_FRAME_SIDE}x{MIN_FRAME_SIDE}.",
+            path=path,
+            stage=stage,
+        )
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise UnsupportedVideoError(_aspect_problem(width, height), path=path, stage=stage)
 
 
 def resolve_geometry(info: VideoInfo, *, config: GeometryConfig) -> Geometry:
@@ -81,12 +110,7 @@ def resolve_geometry(info: VideoInfo, *, config: GeometryConfig) -> Geometry:
     UnsupportedVideoError : frames smaller than 16×16 or an extreme aspect ratio.
     """
     h0, w0 = info.height, info.width
-    if h0 < MIN_FRAME_SIDE or w0 < MIN_FRAME_SIDE:
-        raise UnsupportedVideoError(
-            f"frame size {w0}x{h0} is too small (minimum {MIN_FRAME_SIDE}x{MIN_FRAME_SIDE})",
-            path=info.path,
-            stage="geometry",
-        )
+    check_frame_size(w0, h0, path=info.path)
     factor = config.patch * config.block_size
     kwargs = {"factor": factor, "min_pixels": config.min_pixels, "max_pixels": config.max_pixels}
     try:

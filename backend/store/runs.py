@@ -126,13 +126,20 @@ def _summary_values(summary: dict[str, Any]) -> list[Any]:
 class RunsMixin(StoreBase):
     """Sessions, runs and each run's per-frame, group, readiness, token and score-grid rows."""
 
-    def _fail_orphaned_runs(self) -> None:
+    def fail_orphaned_runs(self) -> list[str]:
+        """Mark failed the ``running`` runs whose process has ended (as opening the store for
+        writing does), e.g. right after a worker died; returns their ids."""
+        return self._fail_orphaned_runs()
+
+    def _fail_orphaned_runs(self) -> list[str]:
         """Mark failed the ``running`` runs whose process ended without finishing them
         (killed, or crashed in a decoder): otherwise they would show as running for ever."""
         cur = self._con.cursor()
         rows = cur.execute("SELECT run_id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL")
+        failed = []
         for run_id, owner in rows.fetchall():
             if _owner_gone(owner):
+                failed.append(run_id)
                 pid = owner.rsplit(":", 2)[1]
                 cur.execute(
                     "UPDATE runs SET status = 'failed', error = ?, finished_at = ? WHERE run_id = ?",
@@ -142,6 +149,7 @@ class RunsMixin(StoreBase):
                         run_id,
                     ],
                 )
+        return failed
 
     def ensure_session(self, info: Any, content_sha256: str) -> str:
         """The session id for this video content and path, created on first use."""

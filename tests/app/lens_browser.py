@@ -55,6 +55,9 @@ def served_app(ws: Any, *, run_id: str | None = None, gradio_tmp: Path | None = 
         yield f"http://127.0.0.1:{port}/"
     finally:
         demo.close(verbose=False)
+        from app.main import stop_pool
+
+        stop_pool(ws)  # the worker processes build_app started
 
 
 @contextmanager

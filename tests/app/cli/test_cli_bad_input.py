@@ -171,7 +171,8 @@ def test_sigterm_during_a_split_read_cleans_up(real_clips: Path, tmp_path: Path)
         text=True,
     )
     deadline = time.monotonic() + 60
-    while len(_processes_mentioning(str(out))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+    # The CLI's waiting parent, the command's process and, once the split read has started, its reader.
+    while len(_processes_mentioning(str(out))) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)  # until the reader child exists: the split read has started
     assert proc.poll() is None, "the run ended before it could be interrupted"
     proc.send_signal(signal.SIGTERM)

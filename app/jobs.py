@@ -1,0 +1,185 @@
+"""The app's jobs for its worker processes (app.workers): module-level calls into native work, small results.
+
+Each job takes picklable arguments and ``progress`` (``progress(stage, fraction)`` for the
+handler's bar, ``progress.enter(stage)`` to name what runs), writes to the session file itself
+and returns ids, paths or summaries; the app then opens what was stored as it always does.
+``store`` is the session file's path in a worker, or the app's open SessionStore when a
+handler runs the job in its own process (no pool).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from os import PathLike
+from typing import Any
+
+
+@contextmanager
+def _opened(store: Any) -> Iterator[Any]:
+    """The store a job writes to: opened from its path (closed again), or the one given."""
+    if isinstance(store, (str, PathLike)):
+        from backend.store import SessionStore
+
+        with SessionStore(store) as opened:
+            yield opened
+    else:
+        yield store
+
+
+def probe_video(path: str | PathLike[str], *, progress: Any) -> dict[str, Any]:
+    """Probe an uploaded video (clean profile): its codec, size and frame count."""
+    from backend.stages.probe import ProbeConfig, probe
+
+    progress.enter("probe")
+    info = probe(path, config=ProbeConfig(profile="clean"))
+    return {
+        "codec_name": info.codec_name,
+        "width": info.width,
+        "height": info.height,
+        "total_frames": info.total_frames,
+    }
+
+
+def select_run(video: str, store: Any, options: Any, *, progress: Any) -> dict[str, Any]:
+    """Run and store a selection of ``video``: the new run's id, ``how`` and its stage times."""
+    from backend.runs import select_and_store
+
+    progress.enter("probe")
+    with _opened(store) as opened:
+        run_id, result = select_and_store(video, opened, options=options, on_progress=progress)
+    return {"run_id": run_id, "how": "full", "timings_secs": dict(result.timings_secs)}
+
+
+def reselect_run(store: Any, run_id: str, changes: dict[str, Any], *, progress: Any) -> dict[str, Any]:
+    """Re-select stored run ``run_id`` with ``changes`` (decoding when its cache cannot serve)."""
+    from backend.runs import reselect
+
+    with _opened(store) as opened:
+        new_id, result, how = reselect(opened, run_id, changes, on_progress=progress)
+    return {"run_id": new_id, "how": how, "timings_secs": dict(result.timings_secs)}
+
+
+def compare_codecs(
+    source: str, store: Any, config: Any, options: Any, comparison_id: str, *, progress: Any
+) -> dict[str, Any]:
+    """Encode, select and compare ``source``, stored under ``comparison_id``: a summary."""
+    from backend.compare import compare
+
+    progress.enter("encode")
+    with _opened(store) as opened:
+        result = compare(
+            source, opened, config=config, options=options, on_progress=progress, comparison_id=comparison_id
+        )
+    return {
+        "comparison_id": result.comparison_id,
+        "variants": len(result.variants),
+        "total_secs": float(result.timings_secs["total"]),
+    }
+
+
+def luma_analyze(
+    store: Any,
+    test: str,
+    reference: str,
+    official: str | None,
+    geometry: str,
+    offset: int,
+    truncate: bool,
+    *,
+    progress: Any,
+) -> str:
+    """Analyse and store the luma bias of ``test`` against its references: the analysis id."""
+    from backend.luma import MeasureConfig, analyze_videos, make_geometry, store_analysis
+
+    progress.enter("measure")
+    config = MeasureConfig(offset=offset, truncate=truncate)
+    analysis = analyze_videos(
+        test, reference, official=official, geometry=make_geometry(geometry), config=config
+    )
+    with _opened(store) as opened:
+        return store_analysis(opened, analysis, config=config)
+
+
+def luma_fit(
+    store: Any, train_ids: Sequence[str], test_ids: Sequence[str], coeffs_path: str, *, progress: Any
+) -> tuple[str, Any]:
+    """Fit a correction on stored analyses (coefficients written to ``coeffs_path``): (fit id, FitResult)."""
+    from backend.luma import fit_stored
+
+    progress.enter("fit")
+    with _opened(store) as opened:
+        return fit_stored(opened, list(train_ids), list(test_ids), coeffs_path=coeffs_path)
+
+
+def luma_apply(
+    store: Any,
+    fit_id: str,
+    analysis_id: str,
+    test: str,
+    reference: str,
+    official: str | None,
+    out: str,
+    lossless: bool,
+    *,
+    progress: Any,
+) -> Any:
+    """Correct a stored analysis's test video with a stored fit into ``out`` and re-measure: AppliedFit."""
+    from backend.luma import apply_stored
+
+    progress.enter("correct")
+    with _opened(store) as opened:
+        return apply_stored(
+            opened,
+            fit_id,
+            analysis_id,
+            test=test,
+            reference=reference,
+            official=official,
+            out=out,
+            lossless=lossless,
+        )
+
+
+def export_run(
+    store: Any,
+    run_id: str,
+    config: Any,
+    *,
+    imported: bool = False,
+    result: Any = None,
+    progress: Any,
+) -> list[str]:
+    """Write the export of ``run_id``: the file paths.
+
+    ``result``: the run as the app shows it (in the app's process); otherwise it is rebuilt from
+    the store, with cvp's tokens when ``imported`` (as the app shows a run it just imported).
+    """
+    from backend.export import load_export_run, write_export
+
+    progress.enter("encoding")
+    with _opened(store) as opened:
+        run = load_export_run(opened, run_id, result=result)
+        if result is None and imported:
+            from backend.cvp_format import imported_view
+
+            run = dataclasses.replace(run, result=imported_view(opened, run_id, run.result))
+    written = write_export([run], config=config, on_progress=lambda fraction: progress("encoding", fraction))
+    return [str(p) for p in written.files]
+
+
+def import_cvp_dir(folder: str, source: str, store: Any, *, progress: Any) -> dict[str, Any]:
+    """Import a cvp output folder with its video as a stored run: its id, verdict and warnings."""
+    from backend.cvp_format import ImportConfig, import_cvp
+
+    progress.enter("import")
+    with _opened(store) as opened:
+        outcome = import_cvp(folder, source, opened, config=ImportConfig(), on_progress=progress)
+    return {
+        "run_id": outcome.run_id,
+        "status": outcome.status,
+        "lines": outcome.describe(),
+        "warnings": [(w.code, w.message) for w in outcome.warnings],
+        "timings_secs": dict(outcome.result.timings_secs),
+    }
