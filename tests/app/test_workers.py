@@ -16,6 +16,9 @@ from conftest import SAMPLE_VIDEO, requires_cvp
 
 from app.workers import Cleanup, PoolBusy, WorkerCrashed, WorkerPool, stage_from_dump
 
+# Process-level end-to-end tests: the slow tier, not --fast.
+pytestmark = pytest.mark.slow
+
 # -- jobs (module level: a worker imports them by name) -----------------------------------------
 
 

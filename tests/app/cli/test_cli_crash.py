@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, SAMPLE_VIDEO, requires_cvp
 
-pytestmark = [requires_cvp]
+pytestmark = [requires_cvp, pytest.mark.slow]  # process-level end-to-end tier, not --fast
 
 
 def _run_cli(*args: str | Path, abort_at: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,9 @@ from conftest import REPO_ROOT, requires_cvp, run_cli
 from app.workspace import Workspace, ensure_run, make_workspace
 from backend.errors import InputError, OutputError
 
+# Process-level end-to-end tests: the slow tier, not --fast.
+pytestmark = pytest.mark.slow
+
 
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])

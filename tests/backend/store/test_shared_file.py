@@ -19,6 +19,9 @@ from conftest import REPO_ROOT, requires_cvp
 from backend.errors import StoreError
 from backend.store import SessionStore
 
+# Process-level end-to-end tests: the slow tier, not --fast.
+pytestmark = pytest.mark.slow
+
 WRITERS = 3
 RUNS_PER_WRITER = 15
 
