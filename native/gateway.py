@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import os
 import re
 import signal
@@ -375,6 +376,10 @@ def _segment_child(conn: Any, inherited: tuple[Any, ...], *args: Any) -> None:
     # wait on a pipe nobody reads; its copies of the read ends would keep that pipe open.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends us
+    # What the parent left for its garbage collector is not ours to free: a PyAV container's
+    # scaler waits, when freed, for slice threads that do not exist after the fork, so a
+    # collection here blocked the child (and its parent, waiting on the pipe) for ever.
+    gc.freeze()
     for end in inherited:
         end.close()
     _die_with_parent()

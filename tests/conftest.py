@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib
+import json
 import os
 import platform
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +59,110 @@ requires_cvp = pytest.mark.needs_cvp
 requires_ffprobe = pytest.mark.needs_ffprobe
 
 
+def _seed_list(text: str) -> list[int]:
+    """``1``, ``1,4`` or ``2-5`` as a list of seeds."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        seeds += range(int(first), int(last or first) + 1)
+    return seeds
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--damage-seeds",
+        type=_seed_list,
+        default=[1],
+        help="seeds of the damaged-stream tests (e.g. 1-5; default 1: 30 damaged files)",
+    )
+
+
+def _timeout_secs(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    return float(item.config.getoption("timeout", None) or item.config.getini("timeout") or 0)
+
+
+_BROWSER_PROCESS = re.compile(rb"chromium|playwright/driver")
+
+
+def _kill_browsers() -> list[int]:
+    """SIGKILL the Chromium and Playwright-driver processes descended from this one."""
+    children: dict[int, list[int]] = {}
+    commands: dict[int, bytes] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    killed, todo = [], list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if _BROWSER_PROCESS.search(commands.get(pid, b"")):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Make sure pytest-timeout's deadline ends a test that hangs.
+
+    pytest-timeout raises from a SIGALRM handler. Raised inside Playwright's event loop
+    (a call waiting on a Chromium whose renderer spins), that exception was absorbed and the
+    call went on waiting, so one stalled page held the whole run past CI's limit. Five
+    seconds after the deadline this sends SIGALRM once more, to the main thread itself (a
+    process-wide signal may also land on one of the app's server threads); half a minute
+    later it kills the test's Chromium and Playwright driver, which turns a pending browser
+    call into an error. A browser left behind by a test that timed out is killed too: it
+    would spin on a CPU through every later test. (trylast: this wrapper sits inside
+    pytest-timeout's, so it stops before pytest-timeout restores the default SIGALRM action.)
+    """
+    secs = _timeout_secs(item)
+    if secs <= 0 or not hasattr(signal, "pthread_kill"):
+        yield
+        return
+    lock, done = threading.Lock(), threading.Event()
+    main = threading.main_thread().ident
+
+    def watch() -> None:
+        if done.wait(secs + 5):
+            return
+        with lock:
+            if not done.is_set() and main is not None:
+                signal.pthread_kill(main, signal.SIGALRM)
+        if done.wait(30):
+            return
+        with lock:
+            if not done.is_set():
+                killed = _kill_browsers()
+                print(
+                    f"\n{item.nodeid}: still running {secs + 35:.0f} s in; killed {killed}", file=sys.stderr
+                )
+
+    watcher = threading.Thread(target=watch, name="timeout-watch", daemon=True)
+    started = time.monotonic()
+    watcher.start()
+    try:
+        yield
+    finally:
+        with lock:
+            done.set()
+        if time.monotonic() - started > secs:
+            # Timed out: a browser it left behind may spin on a CPU and slow every later test.
+            _kill_browsers()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip a needs_cvp / needs_ffprobe test, before its fixtures run, where the need is unmet."""
@@ -71,6 +182,65 @@ def run_cli(*args: str | os.PathLike[str], timeout: float = 600) -> subprocess.C
         timeout=timeout,
         check=False,
     )
+
+
+class _ForkServer:
+    """Client of tests/cli_forkserver.py: one process that imported Codec Lens, forked per command."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+
+    def _server(self) -> subprocess.Popen[str]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("cli_forkserver.py"))],
+                cwd=REPO_ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            )
+            assert self._proc.stdout is not None
+            ready = json.loads(self._proc.stdout.readline() or "{}")
+            assert "ready" in ready, "the CLI fork server did not start"
+        return self._proc
+
+    def run(
+        self, args: tuple[str | os.PathLike[str], ...], timeout: float, env: dict[str, str] | None
+    ) -> subprocess.CompletedProcess[str]:
+        proc = self._server()
+        assert proc.stdin is not None and proc.stdout is not None
+        argv = [str(a) for a in args]
+        request = {"argv": argv, "cwd": str(REPO_ROOT), "timeout": timeout, "env": env or {}}
+        proc.stdin.write(json.dumps(request) + "\n")
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        if reply["returncode"] is None:
+            raise subprocess.TimeoutExpired(argv, timeout, reply["stdout"], reply["stderr"])
+        return subprocess.CompletedProcess(argv, reply["returncode"], reply["stdout"], reply["stderr"])
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            self._proc.wait(timeout=30)
+        self._proc = None
+
+
+_FORK_SERVER = _ForkServer()
+atexit.register(_FORK_SERVER.close)
+
+
+def run_cli_forked(
+    *args: str | os.PathLike[str], timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli`` for tests that run hundreds of short commands: the same ``codec-lens`` entry,
+    exit code and output, but forked from a server that imported Codec Lens once
+    (tests/cli_forkserver.py), so a command costs its work, not a second of start-up.
+    Start-up itself (import order, the fork before numpy) is left to the tests that use
+    :func:`run_cli`.
+    """
+    return _FORK_SERVER.run(args, timeout, env)
 
 
 @pytest.fixture(scope="session")

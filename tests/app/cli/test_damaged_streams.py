@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli_forked
 from damage import CONTAINERS, DAMAGE_KINDS, damage_bytes, file_layout, make_clip, write_damaged
 
 # Every command over every damaged copy: the end-to-end tier, not the unit tier (--fast).
@@ -56,7 +56,7 @@ class Outcome:
 
 def _run(label: str, *args: str | Path, json_path: Path | None = None) -> Outcome:
     try:
-        proc = run_cli(*args, timeout=TIMEOUT_SECS)
+        proc = run_cli_forked(*args, timeout=TIMEOUT_SECS)
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
         return Outcome(label, [str(a) for a in args], None, "", err, json_path)
@@ -124,7 +124,7 @@ def cvp_dirs(intact_clips: dict[str, Path], tmp_path_factory: pytest.TempPathFac
     for name in _CVP_READABLE:
         out = folder / name
         # Without cvp's reader (off Linux x86-64) parity cannot run; import is then left out.
-        if run_cli("select", intact_clips[name], "--out", out, "--profile", "parity").returncode == 0:
+        if run_cli_forked("select", intact_clips[name], "--out", out, "--profile", "parity").returncode == 0:
             dirs[name] = out
     return dirs
 
@@ -191,20 +191,14 @@ def _check_file(
     assert not failures, f"{damaged.name}:\n  " + "\n  ".join(failures)
 
 
-_FAST_CASES = [(name, kind, 1) for name in CONTAINERS for kind in DAMAGE_KINDS]
-_SLOW_CASES = [
-    pytest.param(name, kind, seed, marks=pytest.mark.slow)
-    for seed in (2, 3)
-    for name in CONTAINERS
-    for kind in DAMAGE_KINDS
-]
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every clip and damage kind for each seed of ``--damage-seeds`` (default: seed 1)."""
+    if {"name", "kind", "seed"} <= set(metafunc.fixturenames):
+        seeds = metafunc.config.getoption("damage_seeds")
+        cases = [(name, kind, seed) for seed in seeds for name in CONTAINERS for kind in DAMAGE_KINDS]
+        metafunc.parametrize(("name", "kind", "seed"), cases, ids=lambda value: str(value))
 
 
-@pytest.mark.parametrize(
-    ("name", "kind", "seed"),
-    [*_FAST_CASES, *_SLOW_CASES],
-    ids=lambda value: str(value),
-)
 def test_every_command_survives_a_damaged_file(
     name: str, kind: str, seed: int, intact_clips: dict[str, Path], cvp_dirs: dict[str, Path], tmp_path: Path
 ) -> None:

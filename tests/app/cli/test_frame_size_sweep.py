@@ -19,7 +19,7 @@ import av
 import numpy as np
 import pytest
 from clips import encode_clip
-from conftest import requires_cvp, run_cli
+from conftest import requires_cvp, run_cli_forked
 from PIL import Image
 
 from native.gateway import svt_av1_stalls
@@ -96,7 +96,7 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, int, int], 
 
 def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
     try:
-        return run_cli(*args, timeout=TIMEOUT_SECS)
+        return run_cli_forked(*args, timeout=TIMEOUT_SECS)
     except subprocess.TimeoutExpired:
         pytest.fail(f"no answer within {TIMEOUT_SECS} s (hang): {' '.join(map(str, args))}")
 

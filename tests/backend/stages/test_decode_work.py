@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import multiprocessing
 import os
 import signal
@@ -361,3 +362,47 @@ def test_split_reads_reject_what_they_cannot_size_or_index(h264_clip):
     bad = dataclasses.replace(cands, frame_indices=np.array([-1, 3], np.int32))
     with pytest.raises(ValueError, match=r"Invalid frame index \(-1\)"):
         decode_frames(info, bad, geo, config=DecodeConfig(profile="clean"))
+
+
+def _threaded_scaler_garbage(tmp_path) -> None:
+    """Leave an unreachable PyAV output container whose scaler runs slice threads."""
+    container = av.open(str(tmp_path / "garbage.mp4"), "w")
+    stream = container.add_stream("libx264", rate=24)
+    stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+    # An RGB frame of another size: the encoder's own scaler converts it (threads: automatic).
+    stream.encode(av.VideoFrame.from_ndarray(np.zeros((128, 128, 3), np.uint8), format="rgb24"))
+    cycle: list[object] = [container, stream]
+    cycle.append(cycle)
+
+
+def test_garbage_the_parent_left_does_not_stall_a_child(h264_clip, tmp_path):
+    # A collection in a forked reader freed a PyAV scaler copied from the parent, which waits
+    # for slice threads that the fork did not copy: the child, and the parent on its pipe,
+    # blocked for ever (seen in the test suite after an export had failed mid-write).
+    parent = os.getpid()
+
+    def hook(item, bgr, slot):
+        if os.getpid() != parent:
+            gc.collect()  # as any allocation in the child may trigger
+
+    gc.disable()
+    try:
+        _threaded_scaler_garbage(tmp_path)
+        reads = gateway.SegmentReads(
+            h264_clip,
+            [list(range(8)), list(range(8, 16))],
+            export_bitcost=True,
+            export_pixels=False,
+            out_width=0,
+            out_height=0,
+            hook=hook,
+            read_first_here=False,
+        )
+        ready = [recv.poll(60) for _, _, recv in reads._children]
+        if not all(ready):
+            reads.stop()
+        assert ready == [True, True], "a reader child stalled"
+        assert [int(item["frame_idx"]) for item in reads.wait()] == list(range(16))
+    finally:
+        gc.enable()
+        gc.collect()
