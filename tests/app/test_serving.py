@@ -23,6 +23,9 @@ from conftest import REPO_ROOT, requires_cvp, run_cli
 
 from app.server import check_access, is_loopback, read_auth_file
 
+# Real app servers and CLI processes: the end-to-end tier, not the unit tier (--fast).
+pytestmark = pytest.mark.slow
+
 USER, PASSWORD = "alice", "s3:cr et"  # a colon and a space: the password is all after the first colon
 
 

@@ -14,7 +14,8 @@ from PIL import Image
 
 from native import gateway
 
-pytestmark = requires_cvp
+# Whole-clip reads at every size: the end-to-end tier, not the unit tier (--fast).
+pytestmark = [requires_cvp, pytest.mark.slow]
 
 FRAMES = 20
 # No-deblocking drift of the reader against a deblocked decode stays above this on these clips;

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, run_cli
 
+# Every case is a whole CLI process: the end-to-end tier, not the unit tier (--fast).
+pytestmark = pytest.mark.slow
+
 # (case id, how to get the path, phrase the last stderr line must contain)
 BAD_CASES: list[tuple[str, str, str]] = [
     ("missing", "missing", "does not exist"),

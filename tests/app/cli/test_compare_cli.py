@@ -9,6 +9,9 @@ from conftest import requires_cvp, run_cli
 
 from backend.store import SessionStore
 
+# Whole comparisons through the CLI: the end-to-end tier, not the unit tier (--fast).
+pytestmark = pytest.mark.slow
+
 FLOWER = "real_h264_flower_timelapse.mp4"
 
 

@@ -28,6 +28,9 @@ from backend.store import SessionStore
 from native import encode as encode_mod
 from native import gateway
 
+# Whole comparisons (four encodes each): the end-to-end tier, not the unit tier (--fast).
+pytestmark = pytest.mark.slow
+
 FLOWER = "real_h264_flower_timelapse.mp4"
 
 

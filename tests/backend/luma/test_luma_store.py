@@ -26,6 +26,9 @@ from backend.luma import (
 from backend.runs import content_sha256
 from backend.store import SessionStore
 
+# Whole analyses through the CLI and the store: the end-to-end tier, not the unit tier (--fast).
+pytestmark = pytest.mark.slow
+
 H3 = LatentWindowGeometry()
 LUMA = np.asarray([0.299, 0.587, 0.114])
 GAIN = 0.004

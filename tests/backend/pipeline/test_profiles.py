@@ -16,7 +16,8 @@ from backend.pipeline import SelectionOptions, run
 from backend.stages.probe import ProbeConfig, probe
 from native import gateway
 
-pytestmark = requires_cvp
+# Whole runs of each profile over encoded clips: the end-to-end tier, not the unit tier (--fast).
+pytestmark = [requires_cvp, pytest.mark.slow]
 
 SHARED_CLIPS = [
     "real_h264_flower_timelapse.mp4",

@@ -13,7 +13,8 @@ from backend.pipeline import SelectionOptions
 from backend.runs import load_front, load_scores, open_run, prune_cache, reselect, select_and_store
 from backend.store import SessionStore
 
-pytestmark = requires_cvp
+# Whole runs stored and re-read: the end-to-end tier, not the unit tier (--fast).
+pytestmark = [requires_cvp, pytest.mark.slow]
 
 OPTS = SelectionOptions(num_sampled_frames=48)
 
