@@ -13,7 +13,11 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from os import PathLike
+from pathlib import Path
 from typing import Any
+
+# veryfast: 150 frames at 504×280 encode in 0.85 s instead of 1.9 s (medium), files 1.3× larger.
+SPARSE_X264 = {"preset": "veryfast"}
 
 
 @contextmanager
@@ -50,6 +54,52 @@ def select_run(video: str, store: Any, options: Any, *, progress: Any) -> dict[s
     with _opened(store) as opened:
         run_id, result = select_and_store(video, opened, options=options, on_progress=progress)
     return {"run_id": run_id, "how": "full", "timings_secs": dict(result.timings_secs)}
+
+
+def restore_decode(store: Any, run_id: str, *, progress: Any) -> str:
+    """Decode stored run ``run_id`` again and cache its decode (it had been evicted): the run id."""
+    from backend.runs import open_run
+
+    progress.enter("decode")
+    with _opened(store) as opened:
+        open_run(opened, run_id)
+    return run_id
+
+
+def sparse_video(
+    store: Any, run_id: str, path: str, dim: float, fps: int, *, imported: bool, progress: Any
+) -> str:
+    """Encode the reconstruction of every candidate of ``run_id`` as an H.264 mp4 at ``path``.
+
+    The run is rebuilt here from its decode cache; an imported run shows cvp's tokens, as the
+    Canvases tab does.
+    """
+    from backend.export import write_video
+    from backend.runs import open_run
+    from views.canvases import iter_reconstructions
+
+    progress.enter("open")
+    with _opened(store) as opened:
+        result = open_run(opened, run_id)
+        if imported:
+            from backend.cvp_format import imported_view
+
+            result = imported_view(opened, run_id, result)
+    h, w = result.geometry.processed_hw
+    n = max(1, int(result.candidates.frame_indices.size))
+
+    def frames() -> Iterator[Any]:
+        for i, recon in enumerate(iter_reconstructions(result, dim=dim)):
+            if i % 8 == 0:
+                progress("encoding", (i + 1) / n)
+            yield recon.image
+
+    progress.enter("encoding")
+    # yuv420p needs even sides; processed sizes are multiples of patch·block, so crop only odd edges.
+    written = write_video(
+        frames(), Path(path), width=w - w % 2, height=h - h % 2, fps=fps, options=SPARSE_X264
+    )
+    return str(written)
 
 
 def reselect_run(store: Any, run_id: str, changes: dict[str, Any], *, progress: Any) -> dict[str, Any]:

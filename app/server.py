@@ -289,6 +289,9 @@ def make_app_workspace(
 def first_run(ws: Workspace, *, video: str | None, run_id: str | None = None) -> str:
     """The run the app opens on: stored ``run_id``, else a run of ``video`` (default the bundled
     sample), made if there is none. Raises the backend's errors when it cannot be made or opened."""
+    from app.main import start_pool
+
+    start_pool(ws)  # the first run (and a decode its open needs) runs in a worker too
     rid = run_id or ensure_run(ws, video or SAMPLE_VIDEO)
     ws.result(rid)
     return rid

@@ -13,7 +13,7 @@ from typing import Any
 
 from backend.errors import InputError, OutputError
 from backend.paths import resolve_within
-from backend.runs import open_run
+from backend.runs import decode_is_cached, open_run
 from backend.store import SessionStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,6 +78,14 @@ class Workspace:
                 self._results.move_to_end(run_id)
                 return self._results[run_id]
             try:
+                if self.pool is not None and not decode_is_cached(self.store, run_id, memory=self._memory):
+                    # Evicted: the decode runs in a worker (a decoder crash must not end the app),
+                    # which caches it again; the open below then reads that cache.
+                    from app import jobs
+                    from app.workers import job_store, run_job
+
+                    video = Path(self.store.get_run(run_id).video_path).name
+                    run_job(self.pool, jobs.restore_decode, job_store(self), run_id, subject=video)
                 result = open_run(self.store, run_id, memory=self._memory)
             except InputError:
                 # Its decode is no longer cached and the video has gone: say which file.
@@ -157,6 +165,20 @@ def ensure_run(ws: Workspace, video: str | Path, options: Any = None) -> str:
     for row in ws.store.list_runs(status="done"):
         if row.video_path == str(path) and all(row.config.get(k) == v for k, v in wanted.items()):
             return row.run_id
+    if ws.pool is not None:  # native work runs in a worker process (app.workers)
+        from app import jobs
+        from app.workers import Cleanup, job_store, run_job
+
+        done = run_job(
+            ws.pool,
+            jobs.select_run,
+            str(path),
+            job_store(ws),
+            options,
+            subject=path.name,
+            cleanup=Cleanup(store=ws.store),
+        )
+        return str(done["run_id"])
     run_id, result = select_and_store(path, ws.store, options=options)
     ws.remember(run_id, result)
     return run_id

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 DEFAULT_DIM = 0.25
 DEFAULT_FPS = 4  # cvp's mask videos play at its sample rate, 4 fps (spec §13.5)
 SPARSE_DIR = "sparse_videos"
-# veryfast: 150 frames at 504×280 encode in 0.85 s instead of 1.9 s (medium), files 1.3× larger.
-_X264 = {"preset": "veryfast"}
 
 
 def _round_trip_dir(ws: Workspace, run_id: str) -> Path | None:
@@ -44,24 +42,6 @@ def _recon_markdown(recon: Any, result: RunResult) -> str:
         f"frame {recon.frame_index}: {kept} of {hb * wb} patches kept ({recon.coverage:.1%}) shown as the "
         "canvases carry them; the rest is dimmed"
     )
-
-
-def write_sparse_video(result: RunResult, path: Path, *, dim: float, fps: int, progress: Any = None) -> Path:
-    """Encode the reconstruction of every candidate as an H.264 mp4 (written aside, renamed into place)."""
-    from backend.export import write_video
-    from views.canvases import iter_reconstructions
-
-    h, w = result.geometry.processed_hw
-    n = int(result.candidates.frame_indices.size)
-
-    def frames() -> Any:
-        for i, recon in enumerate(iter_reconstructions(result, dim=dim)):
-            if progress is not None and i % 8 == 0:
-                progress((i + 1) / n, desc="encoding the sparse video")
-            yield recon.image
-
-    # yuv420p needs even sides; processed sizes are multiples of patch·block, so crop only odd edges.
-    return write_video(frames(), path, width=w - w % 2, height=h - h % 2, fps=fps, options=_X264)
 
 
 class CanvasViews:
@@ -172,13 +152,40 @@ def show_frame(views: CanvasViews, run_id: str, frame: Any, dim: float) -> tuple
     return image, info, canvas_views.prepare_coverage_figure(result, frame_index=int(frame))
 
 
-def sparse_video(views: CanvasViews, run_id: str, dim: float, fps: float, progress: Any = None) -> str:
-    """The sparse video's path, written under the output folder the first time it is asked for."""
-    result = views.current(run_id)
+def sparse_video(
+    views: CanvasViews, run_id: str, dim: float, fps: float, progress: Any = None, session: str = ""
+) -> str:
+    """The sparse video's path, written under the output folder the first time it is asked for
+    (encoded in a worker process: app.jobs.sparse_video)."""
+    from app import jobs
+    from app.workers import Cleanup, job_store, run_job
+    from backend.cvp_format import IMPORT_KEY
+
+    ws = views.ws
+    views.current(run_id)  # a run that cannot open says so here
     try:
-        path = views.ws.output_path(f"{SPARSE_DIR}/{run_id}_dim{float(dim):.2f}_fps{int(fps)}.mp4")
+        path = ws.output_path(f"{SPARSE_DIR}/{run_id}_dim{float(dim):.2f}_fps{int(fps)}.mp4")
         if not path.is_file():  # runs never change, so a written video stays valid
-            write_sparse_video(result, path, dim=float(dim), fps=int(fps), progress=progress)
+            imported = bool(ws.store.get_run(run_id).config.get(IMPORT_KEY))
+
+            def report(stage: str, fraction: float) -> None:
+                if progress is not None:
+                    progress(fraction, desc="encoding the sparse video")
+
+            run_job(
+                ws.pool,
+                jobs.sparse_video,
+                job_store(ws),
+                run_id,
+                str(path),
+                float(dim),
+                int(fps),
+                imported=imported,
+                session=session,
+                subject=path.name,
+                cleanup=Cleanup(partials=((path.parent, f".{path.stem}*"),)),
+                on_progress=report,
+            )
     except CodecLensError as exc:
         raise ui_error(exc) from exc
     except OSError as exc:
@@ -253,7 +260,15 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox) -> None:
     dim.release(show, [run_id, frame_pick, dim], [recon, recon_info, coverage], api_name=False)
 
     # Gradio injects the progress tracker through this default.
-    def play_video(rid: str, dim_value: float, fps_value: float, progress: Any = gr.Progress()) -> str:  # noqa: B008
-        return sparse_video(views, rid, dim_value, fps_value, progress=progress)
+    def play_video(
+        rid: str,
+        dim_value: float,
+        fps_value: float,
+        request: gr.Request,
+        progress: Any = gr.Progress(),  # noqa: B008
+    ) -> str:
+        from app.workers import session_of
+
+        return sparse_video(views, rid, dim_value, fps_value, progress=progress, session=session_of(request))
 
     play.click(play_video, [run_id, dim, fps], sparse, api_name=False)

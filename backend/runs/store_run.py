@@ -104,12 +104,28 @@ def select_and_store(
     return run_id, result
 
 
+def decode_is_cached(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None = None) -> bool:
+    """Whether :func:`open_run` can rebuild ``run_id`` from its decode cache (or ``memory``),
+    without decoding the video; False for an unknown run too (open_run then says why)."""
+    try:
+        key = store.get_run(run_id).cache_key
+    except StoreError:
+        return False
+    if not key:
+        return False
+    if memory is not None and key in memory:
+        return True
+    folder = store.cache_lookup(key)
+    return folder is not None and (folder / "records.json").is_file()
+
+
 def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None = None) -> RunResult:
-    """Rebuild a stored, finished run's records for viewing, without storing anything.
+    """Rebuild a stored, finished run's records for viewing.
 
     The decode comes from the run's cache (or ``memory``, as in :func:`reselect`); grouping,
     selection and packing re-run on it with the stored options, which reproduces the run
-    exactly because those stages are deterministic. Without a cache the video is decoded again.
+    exactly because those stages are deterministic. Without a cache (evicted) the video is
+    decoded again and the decode cached anew under the run's key, so the next open is cheap.
 
     Returns
     -------
@@ -126,7 +142,10 @@ def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None 
     options = SelectionOptions(**{k: v for k, v in row.config.items() if k in fields})
     front, folder = cached_front(store, row.cache_key, memory) if row.cache_key else (None, None)
     if front is None:
-        return run(row.video_path, options=options)
+        result = run(row.video_path, options=options)
+        if row.cache_key:
+            save_front(store, row.cache_key, content_sha256(row.video_path), result)
+        return result
     assert row.cache_key is not None
     scores = cached_scores(store, row.cache_key, folder, options, front, memory)
     return run(row.video_path, options=options, front=front, scores=scores, info=front.info)

@@ -244,3 +244,90 @@ def test_the_run_tab_runs_through_the_pool(tmp_path: Path) -> None:
     finally:
         stop_pool(ws)
         ws.close()
+
+
+@requires_cvp
+def test_the_first_run_and_a_reopen_after_eviction_decode_in_a_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.main import stop_pool
+    from app.server import first_run
+    from app.workers import ABORT_STAGE_ENV
+    from app.workspace import make_workspace
+    from backend.runs import decode_is_cached, prune_cache
+
+    video = tmp_path / "work" / "clip.mp4"
+    video.parent.mkdir()
+    video.write_bytes(SAMPLE_VIDEO.read_bytes())
+    ws = make_workspace(session_db=tmp_path / "s.duckdb", output_dir=tmp_path / "work")
+    try:
+        # The app's first run is a job of its pool: a decoder crash there is one error, not the end.
+        monkeypatch.setenv(ABORT_STAGE_ENV, "decode")
+        with pytest.raises(WorkerCrashed, match=r"clip\.mp4: the decoder crashed \(SIGABRT\) during decode"):
+            first_run(ws, video=str(video))
+        stop_pool(ws)
+        monkeypatch.delenv(ABORT_STAGE_ENV)
+        run_id = first_run(ws, video=str(video))
+        assert ws.pool is not None and ws.store.get_run(run_id).status == "done"
+        shown = ws.result(run_id)
+        # Evicted from memory and disk: reopening decodes again, in a worker, and caches it.
+        ws._results.clear()
+        ws.memory.clear()
+        prune_cache(ws.store, budget_bytes=0)
+        assert not decode_is_cached(ws.store, run_id)
+        again = ws.result(run_id)
+        assert decode_is_cached(ws.store, run_id)
+        assert (again.canvases.tokens == shown.canvases.tokens).all()
+    finally:
+        stop_pool(ws)
+        ws.close()
+
+
+@requires_cvp
+def test_a_decoder_crash_while_reopening_an_evicted_run_is_one_error(tmp_path: Path) -> None:
+    from app.main import stop_pool
+    from app.workspace import ensure_run, make_workspace
+    from backend.runs import prune_cache
+
+    ws = make_workspace(session_db=tmp_path / "s.duckdb", output_dir=tmp_path / "work")
+    try:
+        run_id = ensure_run(ws, SAMPLE_VIDEO)  # no pool yet: in this process
+        ws._results.clear()
+        ws.memory.clear()
+        prune_cache(ws.store, budget_bytes=0)
+        ws.pool = WorkerPool(1, abort_stage="decode")
+        with pytest.raises(WorkerCrashed) as crashed:
+            ws.result(run_id)
+        assert crashed.value.one_line() == (
+            f"{SAMPLE_VIDEO.name}: the decoder crashed (SIGABRT) during decode; the app keeps running"
+        )
+        assert ws.pool.run(job_double, 2) == 4  # replaced; this process goes on
+    finally:
+        stop_pool(ws)
+        ws.close()
+
+
+@requires_cvp
+def test_the_sparse_video_is_encoded_in_a_worker(tmp_path: Path) -> None:
+    import av
+
+    from app.main import start_pool, stop_pool
+    from app.tabs.canvases import CanvasViews, sparse_video
+    from app.workspace import ensure_run, make_workspace
+
+    ws = make_workspace(session_db=tmp_path / "s.duckdb", output_dir=tmp_path / "work")
+    try:
+        start_pool(ws)
+        run_id = ensure_run(ws, SAMPLE_VIDEO)
+        fractions: list[float] = []
+        path = Path(
+            sparse_video(CanvasViews(ws), run_id, 0.25, 4, progress=lambda f, desc: fractions.append(f))
+        )
+        with av.open(str(path)) as container:
+            frames = sum(1 for _ in container.decode(video=0))
+        assert frames == ws.result(run_id).candidates.frame_indices.size
+        assert fractions and fractions[-1] <= 1.0
+        assert not list(path.parent.glob(".*partial*"))
+    finally:
+        stop_pool(ws)
+        ws.close()
