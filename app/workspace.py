@@ -78,14 +78,7 @@ class Workspace:
                 self._results.move_to_end(run_id)
                 return self._results[run_id]
             try:
-                if self.pool is not None and not decode_is_cached(self.store, run_id, memory=self._memory):
-                    # Evicted: the decode runs in a worker (a decoder crash must not end the app),
-                    # which caches it again; the open below then reads that cache.
-                    from app import jobs
-                    from app.workers import job_store, run_job
-
-                    video = Path(self.store.get_run(run_id).video_path).name
-                    run_job(self.pool, jobs.restore_decode, job_store(self), run_id, subject=video)
+                self.ensure_decoded(run_id)
                 result = open_run(self.store, run_id, memory=self._memory)
             except InputError:
                 # Its decode is no longer cached and the video has gone: say which file.
@@ -93,6 +86,18 @@ class Workspace:
                 raise
             self.remember(run_id, result)
             return result
+
+    def ensure_decoded(self, run_id: str) -> None:
+        """Make ``open_run(store, run_id)`` a read of the decode cache: a run whose decode was
+        evicted is decoded again in a worker of the pool (a decoder crash must not end the
+        app), which caches it. Without a pool, open_run decodes in this process."""
+        if self.pool is None or decode_is_cached(self.store, run_id, memory=self._memory):
+            return
+        from app import jobs
+        from app.workers import job_store, run_job
+
+        video = Path(self.store.get_run(run_id).video_path).name
+        run_job(self.pool, jobs.restore_decode, job_store(self), run_id, subject=video)
 
     def video_of(self, run_id: str) -> Path:
         """The video of stored run ``run_id``, which must still exist.

@@ -119,6 +119,8 @@ class Comparisons:
             stored = load_comparison(self._ws.store, comparison_id)
             # Not through ws.result: four runs at once would evict the inspector's, and the
             # decodes stay memory-mapped here.
+            for rid in stored.run_ids:
+                self._ws.ensure_decoded(rid)
             results = [open_run(self._ws.store, rid) for rid in stored.run_ids]
             opened = _Open(stored=stored, results=results, positions=prepare_positions(results))
             self._open[comparison_id] = opened
