@@ -46,8 +46,11 @@ MIN_Y_PSNR_DB = 35.0
 
 
 def _stalls(codec: str, width: int, height: int) -> bool:
-    """SVT-AV1 never returns from very narrow frames; such clips cannot be made."""
-    return codec == "av1" and min(width, height) < 64
+    """SVT-AV1 never returns from some narrow frames; such clips cannot be made."""
+    sys.path.insert(0, str(ROOT))
+    from native.gateway import svt_av1_stalls
+
+    return codec == "av1" and svt_av1_stalls(width, height)
 
 
 class Runner:
