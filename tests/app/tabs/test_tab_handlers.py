@@ -85,6 +85,14 @@ def test_steps_jumps_blocks_and_groups(ws: Workspace, run_id: str) -> None:
         inspect.step(ws, "", 0, "next_group")
 
 
+def test_a_directory_is_called_a_directory_not_a_missing_file(ws: Workspace) -> None:
+    from app.tabs import luma
+    from backend.errors import InputError
+
+    with pytest.raises(InputError, match="is a directory, not a video file"):
+        luma.resolve_input(ws, str(ws.output_root), what="test")
+
+
 def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str, tmp_path: Path) -> None:
     before = [r.run_id for r in ws.store.list_runs()]
     values = list(_option_defaults().values())
@@ -92,6 +100,8 @@ def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str
     view = (0, LAYERS, 0.5, "turbo")
     with pytest.raises(gr.Error, match="no such video file"):
         run.start_run(ws, run_id, str(ws.output_root / "missing.mp4"), view, options, _no_progress)
+    with pytest.raises(gr.Error, match="is a directory, not a video file"):
+        run.start_run(ws, run_id, str(ws.output_root), view, options, _no_progress)
     with pytest.raises(gr.Error, match="outside"):
         run.start_run(ws, run_id, str(tmp_path / "elsewhere.mp4"), view, options, _no_progress)
     names = list(_option_defaults())
