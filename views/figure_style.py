@@ -110,10 +110,11 @@ def integer_step(top: float, *, ticks: int = 5) -> int:
 def integer_axis_range(top: float, *, ticks: int = 5) -> tuple[int, int, int]:
     """(range top, tick step, tick count) of a count axis from 0: whole-number ticks only.
 
-    The top is the first multiple of the step at or above ``top`` (at least one step).
+    The top is the first multiple of the step above ``top``, so the largest value never sits on
+    the plot's edge.
     """
     step = integer_step(top, ticks=ticks)
-    upper = max(step, step * math.ceil(max(float(top), 0.0) / step))
+    upper = step * (math.floor(max(float(top), 0.0) / step) + 1)
     return upper, step, upper // step
 
 

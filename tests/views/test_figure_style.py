@@ -35,7 +35,7 @@ def test_ordinals(n, text):
 def test_count_axes_have_whole_ticks_from_zero_covering_the_data(top):
     upper, step, count = fs.integer_axis_range(top)
     assert isinstance(upper, int) and isinstance(step, int) and step >= 1
-    assert upper >= top and upper % step == 0 and 1 <= count <= 10
+    assert upper > top and upper % step == 0 and 1 <= count <= 11
     assert str(step).strip("0") in ("1", "2", "5")
     fig = go.Figure(go.Scatter(x=[0, 1], y=[0, top]))
     fs.integer_axis(fig, top)

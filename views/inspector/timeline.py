@@ -85,7 +85,8 @@ def prepare_timeline(
     shown = np.arange(lo, hi)
     top_bytes = float(sizes[lo:hi].max()) if hi > lo else 1.0
     # The rug sits above the tallest bar: the byte axis reaches past it by 1 / RUG_HEIGHT + a bit.
-    byte_top, _, _ = integer_axis_range(top_bytes / (RUG_HEIGHT - 0.04))
+    needed_bytes = top_bytes / (RUG_HEIGHT - 0.04)
+    byte_top, _, _ = integer_axis_range(needed_bytes)
     cand = result.candidates.frame_indices.astype(np.int64)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     # Group spans go first so the bars draw over them.
@@ -111,7 +112,7 @@ def prepare_timeline(
         fig.update_layout(margin={"l": 60, "r": 60, "t": 20, "b": 10})
     fig.update_xaxes(title_text="frame_index", range=[lo - 0.5, hi - 0.5])
     fig.update_yaxes(title_text="packet size (bytes)", secondary_y=False)
-    integer_axis(fig, byte_top, secondary_y=False, tickformat="~s")
+    integer_axis(fig, needed_bytes, secondary_y=False, tickformat="~s")
     fig.update_yaxes(title_text="kept blocks", secondary_y=True, showgrid=False)
     integer_axis(fig, kept_top, secondary_y=True)
     return fig
