@@ -24,11 +24,15 @@ SIZES = ("source", "processed")  # backend.export.CLIP_SIZES
 
 
 def _range(start: float | None, stop: float | None) -> tuple[int, int | None] | None:
-    """(start, stop) frame_index range from the two number boxes; None means every candidate."""
-    if start in (None, "") and stop in (None, ""):
+    """(start, stop) frame_index range from the two number boxes; None means every candidate.
+
+    An empty stop box means the end; the browser sends an emptied number box as 0, and an
+    exclusive stop of 0 could select nothing, so 0 means the end too.
+    """
+    if start in (None, "") and stop in (None, "", 0):
         return None
     lo = 0 if start in (None, "") else int(start)
-    hi = None if stop in (None, "") else int(stop)
+    hi = None if stop in (None, "", 0) else int(stop)
     return lo, hi
 
 
@@ -270,7 +274,7 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
                 value=None,
                 precision=0,
                 minimum=0,
-                label="To frame_index (exclusive; empty: the end)",
+                label="To frame_index (exclusive; empty or 0: the end)",
                 elem_id="export_stop",
             )
             extras = gr.CheckboxGroup(list(EXTRAS), value=[], label="Also write", elem_id="export_extras")

@@ -161,5 +161,23 @@ def test_export_handlers_need_a_run(ws: Workspace, run_id: str) -> None:
     assert export_panel.viewed_frame_index(ws, run_id, 4) == int(result.candidates.frame_indices[4])
 
 
+def test_export_panel_sizes_the_clip_and_ranges_the_figure(ws: Workspace, run_id: str) -> None:
+    from PIL import Image
+
+    def widths(files: list[str]) -> set[int]:
+        return {Image.open(f).size[0] for f in files if f.endswith(".png")}
+
+    # The sample is 960×540, processed at 504×280: the panel exports the source size by default.
+    assert widths(export_panel.export_files(ws, run_id, ["kept"], 30, 34, "png", [])) == {960}
+    sized = export_panel.export_files(ws, run_id, ["kept"], 30, 34, "png", [], width_px=320)
+    assert widths(sized) == {320}
+    half = export_panel.export_files(
+        ws, run_id, ["kept"], 30, 34, "png", [], size="processed", size_factor=0.5
+    )
+    assert widths(half) == {252}
+    (html, _) = export_panel.figure_files(ws, run_id, "timeline", "html", start=60, stop=90)
+    assert '"range":[59.5,89.5]' in Path(html).read_text().replace(" ", "")
+
+
 def _no_progress(fraction: float, desc: str = "") -> None:
     pass
