@@ -322,17 +322,7 @@ def _write_export(
             "count": int(rows.size),
             "frame_indices": primary.candidates.frame_indices[rows].tolist(),
         },
-        "clip": None
-        if frame_size is None
-        else {
-            "height": frame_size[0],
-            "width": frame_size[1],
-            "fps": float(clip_fps(primary, config.fps)),
-            # What the pictures under the overlays are: each run's video decoded again at its pane
-            # size (PyAV, deblocked), or the run's processed frames (scaled when the pane differs).
-            "pixels": "source_decode" if config.size == "source" else "processed_frames",
-            "pane_sizes": [list(hw) for hw in clip_pane_sizes(runs, config)],
-        },
+        "clip": _clip_entry(runs, config, frame_size),
         "runs": [_run_entry(r, _run_rows(a)) for r, a in zip(runs, aligned, strict=True)],
         "versions": export_versions(),
         "csv_schemas": {
@@ -372,6 +362,23 @@ def _write_export(
         frame_size=frame_size,
         timings_secs=timings,
     )
+
+
+def _clip_entry(
+    runs: Sequence[ExportRun], config: ExportConfig, frame_size: tuple[int, int] | None
+) -> dict[str, Any] | None:
+    """The sidecar's ``clip``: its size and frame rate, and what the pictures under the overlays are."""
+    if frame_size is None:
+        return None
+    return {
+        "height": frame_size[0],
+        "width": frame_size[1],
+        "fps": float(clip_fps(runs[0].result, config.fps)),
+        # Each run's video decoded again at its pane size (PyAV, deblocked), or the run's
+        # processed frames (scaled when the pane differs).
+        "pixels": "source_decode" if config.size == "source" else "processed_frames",
+        "pane_sizes": [list(hw) for hw in clip_pane_sizes(runs, config)],
+    }
 
 
 def _run_rows(aligned: Sequence[int | None]) -> np.ndarray:

@@ -491,6 +491,20 @@ def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["frame_size"][1] == 960  # the sample's own width
     assert far.is_file() and Path(f"{far}.json").is_file()
+    # Every figure follows --frames: readiness figures only for the groups the range touches.
+    with SessionStore(db, read_only=True) as store:
+        result = ex.load_export_run(store, run_id).result
+    fids = result.candidates.frame_indices
+    last = result.groups.specs[-1]
+    frames = (int(fids[last.start]), int(fids[last.end - 1]) + 1)
+    wanted = ex.export_groups(result, frames)
+    assert 1 <= len(wanted) < len(result.groups.specs)
+    figs = tmp_path / "figs" / "g"
+    args = ["--out", figs, "--format", "none", "--plots", "timeline,readiness", "--plot-format", "html"]
+    done = run_cli(*base, *args, "--frames", f"{frames[0]}:{frames[1]}")
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in figs.parent.glob("g.*.html"))
+    assert names == sorted(["g.timeline.html", *(f"g.readiness_g{g}.html" for g in wanted)])
     old = run_cli(*base, "--out", tmp_path / "f.mp4", "--frames", "0:2", "--allow-dir", tmp_path)
     assert old.returncode == 0, old.stderr
     refused = run_cli(*base, "--out", "/proc/codec-lens/x.mp4", "--frames", "0:2")
