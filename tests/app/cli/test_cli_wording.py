@@ -47,3 +47,20 @@ def test_compare_table_has_a_legend_for_every_abbreviated_column(capsys) -> None
     docs = (REPO_ROOT / "docs" / "compare.md").read_text()
     for column in ("canv", "tok/s", "time%", "blk%", "rd bias", "rd PSNR"):
         assert f"`{column}`" in docs, column
+
+
+def test_export_scale_is_a_size_factor_and_still_takes_the_old_heatmap_words() -> None:
+    import argparse
+
+    import pytest
+
+    from app.cli import export
+
+    def options(scale: str | None, heatmap: str = "frame") -> tuple[float, str]:
+        return export._size_options(argparse.Namespace(scale=scale, heatmap_scale=heatmap))
+
+    assert options(None) == (1.0, "frame") and options(None, "video") == (1.0, "video")
+    assert options("2") == (2.0, "frame") and options("0.5", "video") == (0.5, "video")
+    assert options("video") == (1.0, "video")  # --scale once named the heatmap scale
+    with pytest.raises(ValueError, match=r"Invalid scale \('big'\)\. Supported values are a size factor"):
+        options("big")
