@@ -123,6 +123,30 @@ class Candidates(_ShapeRepr):
         _check(self.frame_indices.ndim == 1, f"{self.frame_indices.shape = } must be 1-D")
         _check(self.frame_indices.dtype == np.int32, f"{self.frame_indices.dtype = } != int32")
 
+    @property
+    def stayed_keyframes(self) -> tuple[int, ...]:
+        """Sampled keyframes that avoidance could not move (no non-keyframe within reach), sorted.
+
+        Only these are candidates because avoidance failed; they are what ``keyframes_kept``
+        names. Empty when avoidance was off.
+        """
+        keys = set(self.keyframe_indices)
+        moved_from = {int(a) for a, _ in self.moved}
+        sampled = {int(f) for f in self.sampled_frame_indices.tolist()}
+        return tuple(sorted((sampled & keys) - moved_from))
+
+    @property
+    def refilled_keyframes(self) -> tuple[int, ...]:
+        """Keyframes the refill put among the candidates, sorted (cvp quirk 10).
+
+        With fewer free frames than the sample count (N ≥ frame count) the refill adds every
+        unused frame, keyframes included, so a keyframe moved off (``moved``) can be a
+        candidate as well as its neighbour. Empty when avoidance was off.
+        """
+        keys = set(self.keyframe_indices)
+        present = {int(f) for f in self.frame_indices.tolist()}
+        return tuple(sorted((present & keys) - set(self.stayed_keyframes)))
+
 
 @dataclass(frozen=True, repr=False)
 class Geometry(_ShapeRepr):

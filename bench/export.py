@@ -21,6 +21,14 @@ ratio of process CPU seconds is printed too (steadier when other work shares the
 (issue 6): ≤ 2. Also prints the drawing time alone (composing every frame without encoding).
 Nearly all of an export's time is the encoder's: overlays add edges that change every frame,
 which cost x264 more bits and time than the smooth source.
+
+``--sizes``: instead, the cost of exporting at the source resolution. Runs the default pipeline
+(frames processed at 504×280) on the 720p clip and exports it, alternating, ``--repeat`` times:
+at the processed size (the run's own frames, no decode), at the source size (1280×720: every
+frame decoded again with PyAV, overlays drawn at 720p) and at ``--scale 2`` of the processed size
+(the run's frames upscaled to 1008×560, overlays drawn there). Prints each one's wall and CPU
+seconds and the ratio to the processed-size export, the decode alone (PyAV, the same frames) and
+decode + plain encode at 720p (what a source-size export costs without any drawing).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import argparse
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
 
@@ -65,8 +74,10 @@ def make_720p(path: Path, frames: int) -> Path:
     return path
 
 
-def encode_plain(pixels: np.ndarray, path: Path, fps: float) -> None:
-    h, w = pixels.shape[1:3]
+def encode_plain(pixels: Iterable[np.ndarray], path: Path, fps: float) -> None:
+    pixels = iter(pixels)
+    first = next(pixels)
+    h, w = first.shape[:2]
     with gateway.VideoWriter(
         path,
         codec="libx264",
@@ -75,8 +86,64 @@ def encode_plain(pixels: np.ndarray, path: Path, fps: float) -> None:
         fps=Fraction(fps).limit_denominator(1001),
         options={"crf": "18", **MP4_OPTIONS},
     ) as writer:
+        writer.write(first)
         for frame in pixels:
             writer.write(frame)
+
+
+def compare_sizes(frames: int, repeat: int, layers_text: str) -> int:
+    """Export the same run at the processed size, the source size and ×2 of the processed size."""
+    layers = parse_names(layers_text, EXPORT_LAYERS, what="layer")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        clip = make_720p(tmp / "clip720.mp4", frames)
+        result = run(clip, options=SelectionOptions(num_sampled_frames=frames))
+        n = int(result.candidates.frame_indices.size)
+        ph, pw = result.geometry.processed_hw
+        print(f"pipeline: {n} candidates of a {WIDTH}x{HEIGHT} clip, processed at {pw}x{ph}")
+        export_run = ExportRun(
+            run_id="bench", result=result, config={}, versions={}, video_path=str(clip), cache_key=None
+        )
+        sizes = {
+            "processed": {"size": "processed"},
+            "source": {"size": "source"},
+            "processed x2": {"size": "processed", "size_factor": 2.0},
+        }
+        configs = {
+            name: ExportConfig(out_path=tmp / f"{k}.mp4", layers=layers, **changes)
+            for k, (name, changes) in enumerate(sizes.items())
+        }
+        fids = result.candidates.frame_indices.tolist()
+        walls: dict[str, list[float]] = {name: [] for name in [*configs, "decode only", "decode+encode"]}
+        cpus: dict[str, list[float]] = {name: [] for name in walls}
+        for k in range(repeat):
+            order = list(walls) if k % 2 == 0 else list(walls)[::-1]
+            for name in order:
+                if name == "decode only":
+                    wall, cpu = timed(lambda: sum(1 for _ in gateway.iter_frames_rgb(clip, fids)))
+                elif name == "decode+encode":
+                    frames_720 = (rgb for _, rgb in gateway.iter_frames_rgb(clip, fids))
+                    wall, cpu = timed(encode_plain, frames_720, tmp / "plain.mp4", float(result.info.fps))
+                else:
+                    wall, cpu = timed(write_export, [export_run], config=configs[name])
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+        base_wall, base_cpu = float(np.median(walls["processed"])), float(np.median(cpus["processed"]))
+        for name in walls:
+            wall, cpu = float(np.median(walls[name])), float(np.median(cpus[name]))
+            size = " {1}x{0}".format(*_frame_size(configs[name], export_run)) if name in configs else ""
+            print(
+                f"{name:>13s}{size}: wall {wall:.2f} s (median of {repeat}; {min(walls[name]):.2f}–"
+                f"{max(walls[name]):.2f}), {wall / n * 1e3:.1f} ms/frame, "
+                f"×{wall / base_wall:.2f} of processed; cpu {cpu:.2f} s (×{cpu / base_cpu:.2f})"
+            )
+    return 0
+
+
+def _frame_size(config: ExportConfig, export_run: ExportRun) -> tuple[int, int]:
+    from backend.export import clip_pane_sizes
+
+    return clip_pane_sizes([export_run], config)[0]
 
 
 def timed(fn: object, *args: object, **kwargs: object) -> tuple[float, float]:
@@ -93,7 +160,11 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--layers", action="append", help="comma-separated layer set (repeatable)")
+    parser.add_argument("--sizes", action="store_true", help="compare source-size and processed-size exports")
     args = parser.parse_args()
+    if args.sizes:
+        layers = args.layers[0] if args.layers else "heatmap,kept,anchor,bad"
+        return compare_sizes(args.frames, args.repeat, layers)
     sets = args.layers or ["heatmap,kept,anchor,bad", ",".join(EXPORT_LAYERS)]
     layer_sets = [parse_names(text, EXPORT_LAYERS, what="layer") for text in sets]
     with tempfile.TemporaryDirectory() as tmp_name:

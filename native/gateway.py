@@ -728,8 +728,6 @@ def iter_rgb(path: str | Path, *, thread_count: int = 0, conversion: str = "bt60
     * ``swscale``: always PyAV's ``to_ndarray(format="rgb24")``, the conversion cvp's
       reader uses (:func:`iter_reader_rgb`).
     """
-    import cv2
-
     if conversion not in ("bt601", "swscale"):
         raise ValueError(f"Invalid conversion ({conversion!r}). Supported values are 'bt601', 'swscale'.")
     with av.open(str(path), metadata_errors="ignore") as container:
@@ -737,16 +735,46 @@ def iter_rgb(path: str | Path, *, thread_count: int = 0, conversion: str = "bt60
         stream.thread_type = "AUTO"
         stream.codec_context.thread_count = int(thread_count)
         for frame in container.decode(stream):
-            if (
-                conversion == "bt601"
-                and frame.format.name == "yuv420p"
-                and frame.color_range != 2  # 2 = JPEG (full range)
-                and frame.width % 2 == 0
-                and frame.height % 2 == 0
-            ):
-                yield cv2.cvtColor(frame.to_ndarray(), cv2.COLOR_YUV2RGB_I420)
-            else:
-                yield frame.to_ndarray(format="rgb24")
+            yield _frame_rgb(frame, conversion)
+
+
+def _frame_rgb(frame: Any, conversion: str) -> np.ndarray:
+    """(H, W, 3) uint8 RGB of a decoded frame (see :func:`iter_rgb` for ``conversion``)."""
+    import cv2
+
+    if (
+        conversion == "bt601"
+        and frame.format.name == "yuv420p"
+        and frame.color_range != 2  # 2 = JPEG (full range)
+        and frame.width % 2 == 0
+        and frame.height % 2 == 0
+    ):
+        return cv2.cvtColor(frame.to_ndarray(), cv2.COLOR_YUV2RGB_I420)
+    return frame.to_ndarray(format="rgb24")
+
+
+def iter_frames_rgb(
+    path: str | Path, frame_indices: Sequence[int], *, thread_count: int = 0
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (frame_index, (H, W, 3) uint8 RGB) of the wanted frames at the stream's own size.
+
+    A normal (deblocked) decode as :func:`iter_rgb` (``bt601`` conversion), frames counted
+    from 0 in presentation order; only the wanted ones are converted, in ascending order, and
+    decoding stops after the last. Indices the stream does not reach are not yielded.
+    """
+    wanted = sorted({int(i) for i in frame_indices})
+    if not wanted:
+        return
+    wanted_set, last = set(wanted), wanted[-1]
+    with av.open(str(path), metadata_errors="ignore") as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        stream.codec_context.thread_count = int(thread_count)
+        for frame_index, frame in enumerate(container.decode(stream)):
+            if frame_index in wanted_set:
+                yield frame_index, _frame_rgb(frame, "bt601")
+            if frame_index >= last:
+                break
 
 
 def iter_reader_rgb(

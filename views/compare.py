@@ -23,6 +23,7 @@ from backend.compare import (
     signal_family,
 )
 from backend.pipeline import RunResult
+from views.figure_style import SERIES, apply_style, series_colour
 from views.inspector import navigation
 from views.inspector.frame_layers import COLORMAPS, LayerOptions, prepare_frame_layers
 
@@ -32,7 +33,8 @@ B_ONLY_RGB = (255, 0, 200)
 """Blocks kept by this pane (B) only."""
 DIFF_ALPHA = 0.45
 DIFF_BORDER_PX = 2
-VARIANT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+VARIANT_COLOURS = SERIES[:4]
+"""Colours of the compared variants (Okabe–Ito, views.figure_style); pairs take the next ones."""
 CURSOR_NAME = "cursor"
 MAX_PANES = 4
 
@@ -312,7 +314,8 @@ def prepare_metric_figure(
         ),
     )
     pf = stored.pair_frames
-    for (a, b), part in pf.groupby(["variant_a", "variant_b"], sort=True) if len(pf) else []:
+    pairs = pf.groupby(["variant_a", "variant_b"], sort=True) if len(pf) else []
+    for k, ((a, b), part) in enumerate(pairs):
         name = f"{labels[int(a)]} vs {labels[int(b)]}"
         frames = part["frame_index"].to_numpy()
         for row, column in ((1, "jaccard"), (2, "spearman")):
@@ -322,6 +325,7 @@ def prepare_metric_figure(
                     y=_clean(part[column]),
                     mode="lines",
                     name=name,
+                    line={"color": series_colour(len(VARIANT_COLOURS) + k)},
                     legendgroup=name,
                     showlegend=row == 1,
                     customdata=frames,
@@ -361,13 +365,13 @@ def prepare_metric_figure(
         yref="paper",
         line={"color": "black", "width": 1.5, "dash": "dash"},
     )
+    apply_style(fig)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(range=[-1.02, 1.02], row=2, col=1)
     fig.update_xaxes(title_text="frame index", row=3, col=1)
     fig.update_layout(
         height=620,
-        margin={"l": 50, "r": 10, "t": 40, "b": 40},
-        legend={"orientation": "h", "y": -0.12},
+        margin={"l": 50, "r": 10, "t": 40, "b": 10},
         meta={"frames": [int(f) for f in positions]},
         hovermode="x",
     )

@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
 
 from backend.luma import FitResult, LumaAnalysis, LumaReport
+from views.figure_style import COLOURS, SERIES, apply_style, ordinal
 
-PALETTE: tuple[str, ...] = tuple(qualitative.Plotly + qualitative.D3)
+PALETTE: tuple[str, ...] = SERIES
 REFERENCE_DASH = {"reference": "solid", "official": "dot"}
 BOUNDARY_COLOUR = "rgba(120, 120, 120, 0.35)"
 FIRST_WINDOW_FILL = "rgba(255, 165, 0, 0.10)"
@@ -22,8 +22,8 @@ MAX_GAIN_POINTS = 6_000
 """Cells drawn by the gain scatter (a deterministic stride keeps every slot's share). SVG markers, not
 WebGL: headless and GPU-less browsers draw no WebGL points."""
 
-# One look for every luma figure (the tab shows them stacked).
-_STYLE: dict[str, Any] = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 60, "b": 40}}
+# One look for every luma figure (the tab shows them stacked), the shared style besides.
+_STYLE: dict[str, Any] = {"margin": {"l": 60, "r": 20, "t": 60, "b": 10}}
 
 
 def slot_colour(slot: int) -> str:
@@ -131,6 +131,7 @@ def prepare_bias_plot(analysis: LumaAnalysis) -> go.Figure:
             layer="below",
         )
     s = report.summary()
+    apply_style(fig)
     fig.update_layout(
         title=(
             f"bias(t) = meanY(test) − meanY({report.frames.reference_label}): "
@@ -139,10 +140,8 @@ def prepare_bias_plot(analysis: LumaAnalysis) -> go.Figure:
         ),
         xaxis_title="frame index",
         yaxis_title="bias (levels)",
-        template="plotly_white",
         height=420,
-        legend={"orientation": "h", "y": -0.2},
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        **_STYLE,
     )
     return fig
 
@@ -190,6 +189,7 @@ def prepare_stacked_plot(report: LumaReport) -> go.Figure:
     labels = [f"{r}<br>s{s}" if s >= 0 else str(r) for r, s in enumerate(stacked.slot_by_position.tolist())]
     first = "third" if report.layout.stack_from_chunk == 2 else "first"
     unit = "chunk" if report.layout.geometry == "h3" else "GOP"
+    apply_style(fig)
     fig.update_layout(
         title=f"stacked {unit}s from the {first} on: bias by position r (and slot)",
         xaxis={
@@ -296,7 +296,8 @@ def prepare_gain_scatter(report: LumaReport, *, max_points: int = MAX_GAIN_POINT
                 )
             )
     cell = report.frames.cell
-    shown = "" if stride == 1 else f" (every {stride}th of {total} cells shown)"
+    shown = "" if stride == 1 else f" (every {ordinal(stride)} of {total} cells shown)"
+    apply_style(fig)
     fig.update_layout(
         title=f"gain per slot: {cell}×{cell} cells, d = test − ref vs x, fit d ≈ a + b·x{shown}",
         xaxis_title="test cell luma x (levels)",
@@ -422,11 +423,12 @@ def prepare_fit_plot(result: FitResult) -> go.Figure:
         return fig
     groups = list(ev.group)
     for name, values, colour in (
-        ("before", ev.rms_before, "#d62728"),
-        ("after fit", ev.rms_after, "#2ca02c"),
-        ("constant-only", ev.rms_constant, "#7f7f7f"),
+        ("before", ev.rms_before, COLOURS["before"]),
+        ("after fit", ev.rms_after, COLOURS["after"]),
+        ("constant-only", ev.rms_constant, COLOURS["neutral"]),
     ):
         fig.add_trace(go.Bar(x=groups, y=values, name=name, marker_color=colour))
+    apply_style(fig)
     fig.update_layout(
         barmode="group",
         title=(
@@ -449,7 +451,7 @@ def prepare_before_after_plot(before: LumaAnalysis, after: LumaAnalysis) -> go.F
     levels), plus a ``zero`` reference line.
     """
     fig = go.Figure()
-    for name, analysis, colour in (("before", before, "#d62728"), ("after", after, "#2ca02c")):
+    for name, analysis, colour in (("before", before, COLOURS["before"]), ("after", after, COLOURS["after"])):
         rep = analysis.report
         fig.add_trace(
             go.Scatter(
@@ -474,6 +476,7 @@ def prepare_before_after_plot(before: LumaAnalysis, after: LumaAnalysis) -> go.F
             )
         )
     b, a = before.report.summary(), after.report.summary()
+    apply_style(fig)
     fig.update_layout(
         title=(
             f"bias(t) before → after correction: "
@@ -496,7 +499,7 @@ def prepare_before_after_slots(before: LumaAnalysis, after: LumaAnalysis) -> go.
     Figure with two bar traces, ``before`` and ``after``, x = ``slot s`` labels, y = mean bias.
     """
     fig = go.Figure()
-    for name, analysis, colour in (("before", before, "#d62728"), ("after", after, "#2ca02c")):
+    for name, analysis, colour in (("before", before, COLOURS["before"]), ("after", after, COLOURS["after"])):
         slots = analysis.report.slots
         fig.add_trace(
             go.Bar(
@@ -507,6 +510,7 @@ def prepare_before_after_slots(before: LumaAnalysis, after: LumaAnalysis) -> go.
                 error_y={"type": "data", "array": slots.std, "visible": True},
             )
         )
+    apply_style(fig)
     fig.update_layout(
         barmode="group",
         title="steady-state mean bias per slot before → after (error bars: std over frames)",

@@ -137,6 +137,15 @@ def summary(comparison: Any) -> dict[str, Any]:
     }
 
 
+TABLE_LEGEND: tuple[str, ...] = (
+    "kb/s: achieved bit rate · canv: canvases made · tok/s: valid tokens per second of video",
+    "time%: share of frames with a block in a canvas · blk%: kept blocks of all blocks of all frames",
+    "bias, PSNR: mean luma bias (levels) and Y-PSNR (dB) of the full decode against the source",
+    "rd bias, rd PSNR: the same for cvp's fast reader (loop filter skipped; – without one)",
+)
+"""What the abbreviated columns of the text table mean, printed under it (docs/compare.md too)."""
+
+
 def _print_text(s: dict[str, Any]) -> None:
     print(
         f"{s['source']}: {s['frames']} frames at {s['width']}x{s['height']} → comparison "
@@ -156,6 +165,8 @@ def _print_text(s: dict[str, Any]) -> None:
             f"{f(v['luma_bias_mean'], '7.3f')} {f(v['psnr_y_db'], '6.2f')} "
             f"{f(v['reader_luma_bias_mean'], '7.3f')} {f(v['reader_psnr_y_db'], '7.2f')}"
         )
+    for line in TABLE_LEGEND:
+        print(f"  {line}")
     for p in s["pairs"]:
         print(
             f"  {p['a']} vs {p['b']}: Jaccard {f(p['jaccard'], '.3f')} "

@@ -11,8 +11,9 @@ from typing import Any
 
 from app.cli.common import EXIT_OK, add_store_options, fail_with
 
-PLOTS = ("timeline", "readiness")
+PLOTS = ("timeline", "readiness")  # views.export_figures.PLOTS (not imported: start-up stays light)
 MAX_COMPARE = 3
+HEATMAP_SCALES = ("frame", "video")  # backend.render.SCALES
 
 _DESCRIPTION = """\
 Export a stored run: the annotated clip (chosen layers, frame index and timestamp drawn in),
@@ -21,7 +22,9 @@ statistics for YUView; timeline and readiness figures. Every export writes <clip
 sidecar with the run config, versions, frame range and the sha256 of inputs and outputs.
 
 Layers: heatmap, kept, lost, grid (block grid), patch_grid, codec_grid, anchor, bad.
-Paths must lie inside the current directory or a folder given with --allow-dir."""
+The clip is the video's own resolution by default (its frames decoded again, overlays drawn at
+that size); --scale N or --width W change it, --size processed uses the run's processed frames.
+Every figure follows --frames. Files go wherever --out says."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -43,7 +46,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--format", help="mp4, webm, gif, png or none (default: from --out, else mp4)")
     p.add_argument("--opacity", type=float, default=0.5, help="heatmap opacity (default 0.5)")
     p.add_argument("--colormap", default="turbo", help="turbo, viridis, magma, jet or inferno")
-    p.add_argument("--scale", default="frame", help="heatmap scale: frame or video (default frame)")
+    p.add_argument(
+        "--size",
+        default="source",
+        help="source: the video's own resolution, decoded again (default); processed: the run's frames",
+    )
+    p.add_argument(
+        "--scale",
+        help="clip size × N, e.g. 2 (frame or video, the old heatmap meaning, still work: --heatmap-scale)",
+    )
+    p.add_argument("--width", type=int, help="clip width in pixels, the aspect ratio kept (not with --scale)")
+    p.add_argument("--heatmap-scale", default="frame", help="heatmap scale: frame or video (default frame)")
     p.add_argument("--fps", type=float, help="clip frame rate (default: the video's)")
     p.add_argument("--crf", type=int, default=18, help="mp4/webm constant quality, lower is better (18)")
     p.add_argument("--no-stamp", action="store_true", help="no frame index/timestamp footer")
@@ -63,7 +76,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=Path,
         action="append",
         default=[],
-        help="also allow writing inside this folder (the current directory is always allowed)",
+        help="ignored (deprecated): the CLI writes wherever --out says; only the app keeps a folder sandbox",
     )
     add_store_options(p, json_help="print the result as one JSON object")
     return p
@@ -78,42 +91,49 @@ def _format(args: argparse.Namespace) -> str:
     return suffix if suffix in CLIP_FORMATS and suffix != "none" else "mp4"
 
 
-def build_figures(results: Sequence[tuple[str, Any]], plots: Sequence[str], groups: list[int] | None) -> dict:
-    """Name → plotly figure for each run (the first unsuffixed, others suffixed by run id)."""
-    from views.inspector.group_stepper import prepare_readiness_plot
-    from views.inspector.timeline import prepare_timeline
+def _size_options(args: argparse.Namespace) -> tuple[float, str]:
+    """(clip size factor, heatmap scale) from ``--scale`` and ``--heatmap-scale``.
 
-    figures: dict[str, Any] = {}
-    for k, (run_id, result) in enumerate(results):
-        suffix = "" if k == 0 else f"_{run_id}"
-        if "timeline" in plots:
-            figures[f"timeline{suffix}"] = prepare_timeline(result)
-        if "readiness" in plots:
-            known = [s.group_index for s in result.groups.specs]
-            for g in groups or known:
-                figures[f"readiness_g{g}{suffix}"] = prepare_readiness_plot(result, g)
-    return figures
+    ``--scale`` once named the heatmap scale: ``frame`` and ``video`` still mean that.
+    """
+    if args.scale is None:
+        return 1.0, args.heatmap_scale
+    if args.scale in HEATMAP_SCALES:
+        return 1.0, args.scale
+    try:
+        return float(args.scale), args.heatmap_scale
+    except ValueError:
+        raise ValueError(
+            f"Invalid scale ({args.scale!r}). Supported values are a size factor such as 2 "
+            "(the heatmap's frame or video scale is --heatmap-scale)."
+        ) from None
 
 
 def _export(args: argparse.Namespace) -> dict[str, Any]:
     from backend.config import parse_names
     from backend.export import ExportConfig, load_export_run, parse_frame_range, write_export
     from backend.store import SessionStore
+    from views.export_figures import prepare_export_figures
 
     if len(args.compare) > MAX_COMPARE:
         raise ValueError(
             f"Invalid compare count ({len(args.compare)}). Supported values are 0 to {MAX_COMPARE}."
         )
     plots = parse_names(args.plots, PLOTS, what="plot")
+    size_factor, heatmap_scale = _size_options(args)
+    frames = parse_frame_range(args.frames)
     config = ExportConfig(
         out_path=args.out,
-        allowed_roots=(Path.cwd(), *args.allow_dir),
+        allowed_roots=None,  # the user's own shell: write where told (the app keeps its sandbox)
         format=_format(args),
-        frames=parse_frame_range(args.frames),
+        frames=frames,
+        size=args.size,
+        size_factor=size_factor,
+        width_px=args.width,
         layers=tuple(args.layers.split(",")),
         opacity=args.opacity,
         colormap=args.colormap,
-        scale=args.scale,
+        scale=heatmap_scale,
         fps=args.fps,
         crf=args.crf,
         stamp=not args.no_stamp,
@@ -125,7 +145,9 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
     )
     with SessionStore(args.session_db, read_only=True) as store:
         runs = [load_export_run(store, run_id) for run_id in (args.run_id, *args.compare)]
-    figures = build_figures([(r.run_id, r.result) for r in runs], plots, args.group)
+    figures = prepare_export_figures(
+        [(r.run_id, r.result) for r in runs], plots, groups=args.group, frames=frames
+    )
     result = write_export(runs, config=config, figures=figures)
     return {
         "run_ids": [r.run_id for r in runs],

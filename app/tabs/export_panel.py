@@ -20,14 +20,19 @@ EXPORT_FOLDER = "exports"
 """Sub-folder of the workspace's output root that the panel writes into."""
 EXTRAS = ("frame & block CSV", "YUView statistics")
 FIGURES = ("timeline", "readiness")
+SIZES = ("source", "processed")  # backend.export.CLIP_SIZES
 
 
 def _range(start: float | None, stop: float | None) -> tuple[int, int | None] | None:
-    """(start, stop) frame_index range from the two number boxes; None means every candidate."""
-    if start in (None, "") and stop in (None, ""):
+    """(start, stop) frame_index range from the two number boxes; None means every candidate.
+
+    An empty stop box means the end; the browser sends an emptied number box as 0, and an
+    exclusive stop of 0 could select nothing, so 0 means the end too.
+    """
+    if start in (None, "") and stop in (None, "", 0):
         return None
     lo = 0 if start in (None, "") else int(start)
-    hi = None if stop in (None, "") else int(stop)
+    hi = None if stop in (None, "", 0) else int(stop)
     return lo, hi
 
 
@@ -45,11 +50,16 @@ def export_clip(
     stop: float | None,
     fmt: str,
     extras: list[str],
+    size: str = "source",
+    size_factor: float | None = 1.0,
+    width_px: float | None = None,
     on_progress: Callable[[float], None] | None = None,
     session: str = "",
 ) -> list[str]:
     """Write an export of ``run_id`` under ``<output root>/exports/`` (in a worker); the file paths.
 
+    ``size``: ``source`` (the video's resolution, decoded again in the worker) or ``processed``;
+    ``size_factor`` multiplies it, or ``width_px`` sets the width (empty: unused).
     Raises the backend's errors (OutputError for paths, ValueError for names and ranges).
     """
     from app import jobs
@@ -63,6 +73,9 @@ def export_clip(
         allowed_roots=(ws.output_root,),
         format=fmt,
         frames=frames,
+        size=size,
+        size_factor=1.0 if size_factor in (None, "") else float(size_factor),
+        width_px=None if width_px in (None, "", 0) else int(width_px),
         layers=tuple(layers),
         tables=EXTRAS[0] in extras,
         yuview=EXTRAS[1] in extras,
@@ -106,23 +119,32 @@ def _shows_stored_tokens(ws: Workspace, run_id: str, shown: Any) -> bool:
 
 
 def export_figure(
-    ws: Workspace, run_id: str, *, figure: str, fmt: str, group_index: int | None = None
+    ws: Workspace,
+    run_id: str,
+    *,
+    figure: str,
+    fmt: str,
+    group_index: int | None = None,
+    frames: tuple[int, int | None] | None = None,
 ) -> list[str]:
-    """Write the run's timeline or a group's readiness figure (with a sidecar); return the paths."""
-    from backend.export import ExportConfig, load_export_run, write_export
-    from views.inspector.group_stepper import prepare_readiness_plot
-    from views.inspector.timeline import prepare_timeline
+    """Write the run's timeline or a group's readiness figure (with a sidecar); return the paths.
 
-    result = ws.result(run_id)
-    if figure == "timeline":
-        figures = {"timeline": prepare_timeline(result)}
-    elif figure == "readiness":
-        g = group_index if group_index is not None else result.groups.specs[0].group_index
-        figures = {f"readiness_g{g}": prepare_readiness_plot(result, g)}
-    else:
+    Paper style, as the CLI's; the timeline spans ``frames`` (None: the whole video).
+    """
+    from backend.export import ExportConfig, load_export_run, write_export
+    from views.export_figures import prepare_export_figures
+
+    if figure not in FIGURES:
         raise ValueError(f"Invalid figure ({figure!r}). Supported values are {', '.join(FIGURES)}.")
+    result = ws.result(run_id)
+    groups = None
+    if figure == "readiness":
+        groups = [group_index if group_index is not None else result.groups.specs[0].group_index]
+    figures = prepare_export_figures([(run_id, result)], [figure], groups=groups, frames=frames)
     out = ws.output_path(Path(EXPORT_FOLDER) / f"{run_id}_{figure}_{time.strftime('%Y%m%d-%H%M%S')}")
-    config = ExportConfig(out_path=out, allowed_roots=(ws.output_root,), format="none", plot_formats=(fmt,))
+    config = ExportConfig(
+        out_path=out, allowed_roots=(ws.output_root,), format="none", plot_formats=(fmt,), frames=frames
+    )
     run = load_export_run(ws.store, run_id, result=result)
     written = write_export([run], config=config, figures=figures)
     return [str(p) for p in written.files]
@@ -145,6 +167,10 @@ def export_files(
     extras: list[str] | None,
     on_progress: Callable[[float], None] | None = None,
     session: str = "",
+    *,
+    size: str = "source",
+    size_factor: float | None = 1.0,
+    width_px: float | None = None,
 ) -> list[str]:
     """The Export button: :func:`export_clip` of the open run, errors as one-line ``gr.Error``."""
     if not run_id:
@@ -158,6 +184,9 @@ def export_files(
             stop=stop,
             fmt=fmt,
             extras=extras or [],
+            size=size,
+            size_factor=size_factor,
+            width_px=width_px,
             on_progress=on_progress,
             session=session,
         )
@@ -165,13 +194,27 @@ def export_files(
         raise ui_error(exc, single_line=True) from exc
 
 
-def figure_files(ws: Workspace, run_id: str, figure: str, fmt: str, row: float | None = None) -> list[str]:
-    """The Export figure button; with ``row`` (the viewed candidate) the readiness figure is its group's."""
+def figure_files(
+    ws: Workspace,
+    run_id: str,
+    figure: str,
+    fmt: str,
+    row: float | None = None,
+    *,
+    start: float | None = None,
+    stop: float | None = None,
+) -> list[str]:
+    """The Export figure button; with ``row`` (the viewed candidate) the readiness figure is its group's.
+
+    ``start``/``stop``: the panel's frame_index range, which the timeline spans.
+    """
     if not run_id:
         raise gr.Error("No run is open: select or open a run first.")
     try:
         group = None if row is None else _group_of_row(ws.result(run_id), int(row))
-        return export_figure(ws, run_id, figure=figure, fmt=fmt, group_index=group)
+        return export_figure(
+            ws, run_id, figure=figure, fmt=fmt, group_index=group, frames=_range(start, stop)
+        )
     except (CodecLensError, ValueError, OSError) as exc:
         raise ui_error(exc, single_line=True) from exc
 
@@ -184,12 +227,32 @@ def viewed_frame_index(ws: Workspace, run_id: str, row: float | None) -> Any:
     return int(result.candidates.frame_indices[int(row or 0)])
 
 
+def _size_controls() -> tuple[gr.Radio, gr.Number, gr.Number]:
+    """The clip size: its base (source or processed), a scale, or a width."""
+    size = gr.Radio(
+        list(SIZES),
+        value="source",
+        label="Size (source: the video's own resolution; processed: the run's frames)",
+        elem_id="export_size",
+    )
+    scale = gr.Number(value=1, minimum=0.1, maximum=8, label="× scale", elem_id="export_scale")
+    width = gr.Number(
+        value=None,
+        precision=0,
+        minimum=16,
+        label="or width px (empty: from the scale)",
+        elem_id="export_width",
+    )
+    return size, scale, width
+
+
 def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slider | None = None) -> None:
     """An Export accordion in the caller's current Blocks context.
 
-    Layers, a frame_index range, the clip format and extras; an Export button that writes
-    under ``ws.output_path('exports/…')`` and offers the files (clip, CSV, sidecar) for
-    download; and a figure export (timeline or readiness, PNG/SVG/PDF/HTML). With
+    Layers, a frame_index range, the clip format, its size (source or processed resolution, a
+    scale or a width) and extras; an Export button that writes under
+    ``ws.output_path('exports/…')`` and offers the files (clip, CSV, sidecar) for download; and a
+    figure export (timeline over the range, or readiness, PNG/SVG/PDF/HTML). With
     ``frame_slider`` (the viewer's candidate row) the range can start at the viewed frame and
     the readiness figure is that frame's group. Errors show as ``gr.Error`` in one line.
     """
@@ -211,10 +274,12 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
                 value=None,
                 precision=0,
                 minimum=0,
-                label="To frame_index (exclusive; empty: the end)",
+                label="To frame_index (exclusive; empty or 0: the end)",
                 elem_id="export_stop",
             )
             extras = gr.CheckboxGroup(list(EXTRAS), value=[], label="Also write", elem_id="export_extras")
+        with gr.Row():
+            size, scale, width = _size_controls()
         with gr.Row():
             here = gr.Button(
                 "Start at the viewed frame", elem_id="export_here", visible=frame_slider is not None
@@ -234,7 +299,19 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
         )
 
     # Gradio injects the request and the progress tracker through these parameters.
-    def do_export(request: gr.Request, rid, chosen, lo, hi, kind, more, progress: Any = gr.Progress()):  # noqa: B008
+    def do_export(
+        request: gr.Request,
+        rid,
+        chosen,
+        lo,
+        hi,
+        kind,
+        more,
+        base,
+        factor,
+        wide,
+        progress: Any = gr.Progress(),  # noqa: B008
+    ):
         return export_files(
             ws,
             rid,
@@ -245,15 +322,18 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
             more,
             lambda fraction: progress(fraction, desc="encoding"),
             session=session_of(request),
+            size=base,
+            size_factor=factor,
+            width_px=wide,
         )
 
     # The worker pool bounds the work, per session and in all.
-    button.click(
-        do_export, [run_id, layers, start, stop, fmt, extras], files, api_name=False, concurrency_limit=None
-    )
-    figure_inputs = [run_id, figure, figure_fmt] + ([frame_slider] if frame_slider is not None else [])
+    clip_inputs = [run_id, layers, start, stop, fmt, extras, size, scale, width]
+    button.click(do_export, clip_inputs, files, api_name=False, concurrency_limit=None)
+    figure_inputs = [run_id, figure, figure_fmt, start, stop]
+    figure_inputs += [frame_slider] if frame_slider is not None else []
     figure_btn.click(
-        lambda rid, which, kind, row=None: figure_files(ws, rid, which, kind, row),
+        lambda rid, which, kind, lo, hi, row=None: figure_files(ws, rid, which, kind, row, start=lo, stop=hi),
         figure_inputs,
         figure_out,
         api_name=False,

@@ -44,6 +44,8 @@ def resolve_input(ws: Workspace, text: str | None, *, what: str) -> Path:
             path = None
         if path is None:
             raise
+    if path.is_dir():
+        raise InputError("is a directory, not a video file", path=text)
     if not path.is_file():
         raise InputError(f"no such {what} video file", path=text)
     return path

@@ -179,6 +179,8 @@ def start_run(
     t0 = time.perf_counter()
     try:
         video = ws.input_path(path_text or "")
+        if video.is_dir():
+            raise gr.Error(f"{path_text}: is a directory, not a video file")
         if not video.is_file():
             raise gr.Error(f"{path_text}: no such video file")
         progress(0.0, desc="starting")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from backend.errors import DecodeError, InputError
 from backend.export.config import ExportConfig, ExportRun
 from backend.pipeline import RunResult
 from backend.render import (
@@ -20,9 +21,11 @@ from backend.render import (
     OverlayPlan,
     colormap_lut,
     draw_overlays,
+    draw_overlays_scaled,
     frame_facts,
     glyph_font,
     plan_overlays,
+    size_factor,
 )
 from native import gateway
 
@@ -68,19 +71,33 @@ class ClipComposer:
     only the panes and the stamp text are written.
     """
 
-    def __init__(self, runs: Sequence[ExportRun], options: LayerOptions, *, stamp: bool) -> None:
+    def __init__(
+        self,
+        runs: Sequence[ExportRun],
+        options: LayerOptions,
+        *,
+        stamp: bool,
+        pane_hw: Sequence[tuple[int, int]] | None = None,
+    ) -> None:
         first = runs[0].result
-        self.height = first.geometry.processed_hw[0]
+        # pane_hw: each run's pane size (clip_pane_sizes); by default the processed size, other
+        # runs scaled to the first one's height.
+        self.height = pane_hw[0][0] if pane_hw else first.geometry.processed_hw[0]
         self.stamp = stamp
         self.options = options
-        font_px = max(12, min(24, self.height // 18))
+        grow = size_factor(self.height)  # footer text and legend grow with frames taller than 720
+        font_px = max(12, min(self.height // 18, round(24 * grow)))
         self.font = glyph_font(font_px)
-        self.line_px = self.font.height_px + 8
+        self.line_px = self.font.height_px + round(8 * grow)
+        self.legend_bar_px = round(_LEGEND_BAR_PX * grow)
         panes: list[_Pane] = []
         x = 0
         for k, run in enumerate(runs):
             h, w = run.result.geometry.processed_hw
-            width = w if h == self.height else max(2, round(w * self.height / h))
+            if pane_hw:
+                width = pane_hw[k][1]
+            else:
+                width = w if h == self.height else max(2, round(w * self.height / h))
             label = "" if len(runs) == 1 else f"{run.run_id} {run.result.info.codec_name}  "
             panes.append(_Pane(run, plan_overlays(run.result, options=options), label, x, width))
             x += width + (_GAP_PX if k < len(runs) - 1 else 0)
@@ -88,7 +105,8 @@ class ClipComposer:
         # The stamp takes one footer line; the heatmap's legend goes to its right when every
         # pane has room for both, else on a second line (fewer footer rows to encode).
         legend_fits = all(
-            self._stamp_width(p) + 24 + self._legend_width(p, _LEGEND_BAR_PX) + 12 <= p.width for p in panes
+            self._stamp_width(p) + 24 + self._legend_width(p, self.legend_bar_px) + 12 <= p.width
+            for p in panes
         )
         self.legend_line = 0 if legend_fits else 1
         lines = 2 if options.heatmap and not legend_fits else 1
@@ -116,11 +134,11 @@ class ClipComposer:
         y0 = self.height + self.line_px * self.legend_line
         y_text = y0 + (self.line_px - self.font.height_px) // 2
         if self.legend_line == 0:
-            bar_w = _LEGEND_BAR_PX
+            bar_w = self.legend_bar_px
             x_low = pane.x0 + pane.width - 6 - self._legend_width(pane, bar_w)
         else:
             x_low = pane.x0 + 6
-            bar_w = min(256, pane.width - 12 - self._legend_width(pane, 0))
+            bar_w = min(round(256 * size_factor(self.height)), pane.width - 12 - self._legend_width(pane, 0))
             if bar_w < 16:
                 return  # too narrow for a colour bar
         x_bar = self.font.draw(self._template, low, x_low, y_text, _FOOTER_FG) + 6
@@ -128,8 +146,14 @@ class ClipComposer:
         self._template[y0 + 4 : y0 + self.line_px - 4, x_bar : x_bar + bar_w] = bar[None, :, :]
         self.font.draw(self._template, high, x_bar + bar_w + 6, y_text, _FOOTER_FG)
 
-    def compose(self, rows: Sequence[int | None]) -> np.ndarray:
+    def compose(
+        self, rows: Sequence[int | None], pictures: Sequence[np.ndarray | None] | None = None
+    ) -> np.ndarray:
         """The output frame for one row per run (None: that run did not sample this frame).
+
+        ``pictures``: per run, the row's picture at its pane's size (``_pane_pictures``); the
+        overlays are drawn over it at that size. Without one, the processed frame is drawn and
+        scaled by nearest neighbour.
 
         Returns
         -------
@@ -138,9 +162,13 @@ class ClipComposer:
         out = self._buffer
         np.copyto(out, self._template)
         y_text = self.height + (self.line_px - self.font.height_px) // 2
-        for pane, row in zip(self.panes, rows, strict=True):
+        pictures = pictures if pictures is not None else [None] * len(self.panes)
+        for pane, row, picture in zip(self.panes, rows, pictures, strict=True):
             target = out[: self.height, pane.x0 : pane.x0 + pane.width]
-            if row is None:
+            if row is not None and picture is not None:
+                target[:] = draw_overlays_scaled(pane.run.result, row, pane.plan, picture)
+                text = pane.label + _stamp_text(pane.run.result, row)
+            elif row is None:
                 target[:] = _NOT_SAMPLED_RGB
                 self.font.draw(target, "not sampled", 8, 8, _FOOTER_FG)
                 text = pane.label + "not sampled"
@@ -210,6 +238,98 @@ class _PngSink:
         pass
 
 
+def clip_pane_sizes(runs: Sequence[ExportRun], config: ExportConfig) -> list[tuple[int, int]]:
+    """(height, width) of each run's pane in the clip.
+
+    The first run's pane is its video's own size (``config.size`` ``source``) or its processed
+    size, times ``config.size_factor``, or ``config.width_px`` wide with the aspect ratio kept;
+    the other runs' panes take its height and their own aspect ratio.
+    """
+
+    def base(result: RunResult) -> tuple[int, int]:
+        return result.geometry.orig_hw if config.size == "source" else result.geometry.processed_hw
+
+    bh, bw = base(runs[0].result)
+    if config.width_px is not None:
+        height, width = max(2, round(config.width_px * bh / bw)), int(config.width_px)
+    else:
+        height, width = max(2, round(bh * config.size_factor)), max(2, round(bw * config.size_factor))
+    sizes = [(height, width)]
+    for run in runs[1:]:
+        h, w = base(run.result)
+        sizes.append((height, max(2, round(w * height / h))))
+    return sizes
+
+
+def _fit(image: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
+    """``image`` at (height, width): as it is, area-averaged down or bicubic up."""
+    h, w = hw
+    if image.shape[:2] == (h, w):
+        return image
+    smaller = h * w < image.shape[0] * image.shape[1]
+    return cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA if smaller else cv2.INTER_CUBIC)
+
+
+def _pane_pictures(
+    run: ExportRun, rows: Sequence[int | None], hw: tuple[int, int], size: str
+) -> Iterator[np.ndarray | None]:
+    """Each output frame's picture of one run at its pane size (None where the run has no row).
+
+    ``processed``: the run's processed frames. ``source``: the run's video decoded again in one
+    pass (PyAV, deblocked), each wanted frame kept until its last use, so any row order works.
+
+    Raises
+    ------
+    InputError : the video is gone or no longer the size the run saw.
+    DecodeError : the video ends before a wanted frame.
+    """
+    result = run.result
+    if size != "source":
+        for row in rows:
+            yield None if row is None else _fit(result.decoded.pixels[row], hw)
+        return
+    video = Path(run.video_path)
+    if not video.is_file():
+        raise InputError(
+            "no longer exists, so its frames cannot be decoded at the source size (--size processed "
+            "exports the run's own frames)",
+            path=video,
+            stage="export",
+        )
+    fids = result.candidates.frame_indices
+    order = [None if row is None else int(fids[row]) for row in rows]
+    uses: dict[int, int] = {}
+    for fid in order:
+        if fid is not None:
+            uses[fid] = uses.get(fid, 0) + 1
+    decoded = gateway.iter_frames_rgb(video, sorted(uses))
+    held: dict[int, np.ndarray] = {}
+    for fid in order:
+        if fid is None:
+            yield None
+            continue
+        while fid not in held:
+            got = next(decoded, None)
+            if got is None:
+                raise DecodeError(
+                    f"the video ends before frame {fid} of run {run.run_id}", path=video, stage="export"
+                )
+            index, rgb = got
+            if rgb.shape[:2] != tuple(result.geometry.orig_hw):
+                raise InputError(
+                    f"frames are now {rgb.shape[1]}x{rgb.shape[0]}, the run saw "
+                    f"{result.geometry.orig_hw[1]}x{result.geometry.orig_hw[0]} (changed since the run)",
+                    path=video,
+                    stage="export",
+                )
+            held[index] = _fit(rgb, hw)
+        picture = held[fid]
+        uses[fid] -= 1
+        if not uses[fid]:
+            del held[fid]
+        yield picture
+
+
 def clip_fps(result: RunResult, fps: float | None) -> Fraction:
     """The clip frame rate: ``fps`` when given, else the video's (25 when unknown), as a fraction."""
     value = fps if fps is not None else (result.info.fps or 25.0)
@@ -274,7 +394,12 @@ def write_clip(
     ((height, width) of the output frames, files written). Video files are written under a
     temporary name and renamed when complete.
     """
-    composer = ClipComposer(runs, config.layer_options(), stamp=config.stamp)
+    pane_hw = clip_pane_sizes(runs, config)
+    composer = ClipComposer(runs, config.layer_options(), stamp=config.stamp, pane_hw=pane_hw)
+    pictures = [
+        _pane_pictures(run, rows, hw, config.size)
+        for run, rows, hw in zip(runs, aligned, pane_hw, strict=True)
+    ]
     primary = runs[0].result
     fps = clip_fps(primary, config.fps)
     n = len(aligned[0])
@@ -292,12 +417,14 @@ def write_clip(
     try:
         for k in range(n):
             frame_rows = [a[k] for a in aligned]
-            frame = composer.compose(frame_rows)
+            frame = composer.compose(frame_rows, [next(p) for p in pictures])
             sink.write(frame, f"{k:05d}_frame{int(fids[aligned[0][k]]):06d}.png")
             if on_progress is not None and (k % 10 == 9 or k == n - 1):
                 on_progress((k + 1) / n)
         sink.close()
     except BaseException:
+        for source in pictures:
+            source.close()  # ends a decode part-way (its container closes)
         if tmp != path:
             tmp.unlink(missing_ok=True)
         elif isinstance(sink, _PngSink):

@@ -17,6 +17,9 @@ CLIP_FORMATS: tuple[str, ...] = ("mp4", "webm", "gif", "png", "none")
 FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf", "html")
 EXPORT_LAYERS = LAYER_NAMES
 YUVIEW_COORDINATES: tuple[str, ...] = ("source", "processed")
+CLIP_SIZES: tuple[str, ...] = ("source", "processed")
+"""What a clip's size is based on: the video's own resolution (frames decoded again at it) or the
+run's processed frames (no decode); ``size_factor`` or ``width_px`` scale it."""
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 
 
@@ -61,10 +64,28 @@ class ExportConfig:
 
     out_path: str | Path
     """Clip file (``png``: a folder of frames, or one ``.png`` file for a one-frame range)."""
-    allowed_roots: tuple[str | Path, ...]
-    """Folders exports may write into; anything resolving outside them is refused. A relative
-    ``out_path`` is taken relative to the first."""
+    allowed_roots: tuple[str | Path, ...] | None = None
+    """Folders exports may write into; anything resolving outside them is refused, and a relative
+    ``out_path`` is taken relative to the first. None (the CLI): no sandbox, a relative path is
+    relative to the current directory. The app always gives its output folder."""
     format: str = param("mp4", label="Format", help="clip format", choices=CLIP_FORMATS)
+    size: str = param(
+        "source",
+        label="Size",
+        help="source: the video's own resolution (frames decoded again at it); processed: the run's "
+        "processed frames (no decode)",
+        choices=CLIP_SIZES,
+    )
+    size_factor: float = param(
+        1.0, label="Scale", help="clip size × this (e.g. 2); not with a width", min=0.1, max=8.0
+    )
+    width_px: int | None = param(
+        None,
+        label="Width",
+        help="clip width in pixels, the height keeping the aspect ratio; not with a scale",
+        min=16,
+        max=16384,
+    )
     frames: tuple[int, int | None] | None = None
     """(start, stop) frame_index range, stop exclusive or None for the end; None = every candidate."""
     layers: tuple[str, ...] = DEFAULT_LAYERS
@@ -87,8 +108,19 @@ class ExportConfig:
     """Formats of the figures passed to :func:`write_export` (see :data:`FIGURE_FORMATS`)."""
     chromium_path: str = DEFAULT_CHROMIUM
     """Browser kaleido drives for png/svg/pdf figures (never downloaded)."""
-    figure_width_px: int = param(1200, label="Figure width", help="static figure width", min=100, max=8000)
-    figure_height_px: int = param(500, label="Figure height", help="static figure height", min=100, max=8000)
+    figure_width_px: int | None = param(
+        None, label="Figure width", help="static figure width (default: the figure's own)", min=100, max=8000
+    )
+    figure_height_px: int | None = param(
+        None,
+        label="Figure height",
+        help="static figure height (default: the figure's own)",
+        min=100,
+        max=8000,
+    )
+    figure_png_scale: float = param(
+        3.0, label="PNG scale", help="png figures are rendered at this multiple of their size", min=1, max=8
+    )
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -112,14 +144,36 @@ class ExportConfig:
             object.__setattr__(self, "frames", (start, stop))
         if self.fps is not None and not (isinstance(self.fps, (int, float)) and 0 < self.fps <= 1000):
             raise ValueError(f"Invalid fps ({self.fps!r}). Supported values are above 0 up to 1000.")
-        if isinstance(self.allowed_roots, (str, Path)) or not self.allowed_roots:
-            raise ValueError(
-                f"Invalid allowed roots ({self.allowed_roots!r}). Supported values are a tuple of folders."
-            )
-        object.__setattr__(self, "allowed_roots", tuple(self.allowed_roots))
+        if self.allowed_roots is not None:
+            if isinstance(self.allowed_roots, (str, Path)) or not self.allowed_roots:
+                raise ValueError(
+                    f"Invalid allowed roots ({self.allowed_roots!r}). Supported values are a tuple of "
+                    "folders, or None."
+                )
+            object.__setattr__(self, "allowed_roots", tuple(self.allowed_roots))
+        self._check_size()
         if not str(self.out_path).strip():
             raise ValueError("Invalid out path (''). Supported values are a file path.")
         self.layer_options()  # opacity/colormap/scale checks
+
+    def _check_size(self) -> None:
+        if self.width_px is not None and (
+            isinstance(self.width_px, bool) or not isinstance(self.width_px, int)
+        ):
+            raise ValueError(
+                f"Invalid width px ({self.width_px!r}). Supported values are whole pixels, 16 to 16384."
+            )
+        if self.width_px is not None and self.size_factor != 1.0:
+            raise ValueError(
+                f"Invalid size (scale {self.size_factor:g} and width {self.width_px}). Supported values "
+                "are a scale or a width, not both."
+            )
+        for name in ("figure_width_px", "figure_height_px"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(
+                    f"Invalid {name.replace('_', ' ')} ({value!r}). Supported values are whole pixels."
+                )
 
     def layer_options(self) -> LayerOptions:
         return layer_options(self.layers, opacity=self.opacity, colormap=self.colormap, scale=self.scale)

@@ -15,12 +15,16 @@ def write_figures(
     *,
     formats: Sequence[str],
     chromium_path: str,
-    width_px: int,
-    height_px: int,
+    width_px: int | None = None,
+    height_px: int | None = None,
+    png_scale: float = 1.0,
 ) -> list[Path]:
     """Write plotly figures as ``<stem>.<name>.<fmt>``: html self-contained, png/svg/pdf via kaleido.
 
-    Static formats run kaleido on the given Chromium in one batch (one browser start).
+    Static formats run kaleido on the given Chromium in one batch (one browser start). Each is
+    ``width_px`` × ``height_px`` when given, else the figure's own layout size (700 × 500 when it
+    has none); png is rendered at ``png_scale`` times that (more pixels, same layout), svg and pdf
+    are vector.
 
     Raises
     ------
@@ -36,7 +40,12 @@ def write_figures(
                 fig.write_html(str(path), include_plotlyjs=True, full_html=True)
                 written.append(path)
             else:
-                opts = {"format": fmt, "width": width_px, "height": height_px}
+                opts = {
+                    "format": fmt,
+                    "width": width_px or fig.layout.width or 700,
+                    "height": height_px or fig.layout.height or 500,
+                    "scale": png_scale if fmt == "png" else 1,
+                }
                 static.append({"fig": fig, "path": str(path), "opts": opts})
                 written.append(path)
     if static:

@@ -19,7 +19,7 @@ import pandas as pd
 from backend import __version__
 from backend.cvp_format import jsonable
 from backend.errors import OutputError
-from backend.export.clip import clip_fps, write_clip
+from backend.export.clip import clip_fps, clip_pane_sizes, write_clip
 from backend.export.config import CLIP_FORMATS, ExportConfig, ExportRun
 from backend.export.figures import write_figures
 from backend.export.tables import (
@@ -84,6 +84,23 @@ def export_rows(result: RunResult, frames: tuple[int, int | None] | None) -> np.
     return rows
 
 
+def export_groups(result: RunResult, frames: tuple[int, int | None] | None) -> list[int]:
+    """group_index of every group with a candidate frame in ``frames`` (all groups for None), in order."""
+    fids = result.candidates.frame_indices.astype(np.int64)
+    out = []
+    for spec in result.groups.specs:
+        inside = fids[spec.start : spec.end]
+        if frames is not None:
+            start, stop = frames
+            mask = inside >= start
+            if stop is not None:
+                mask &= inside < stop
+            inside = inside[mask]
+        if inside.size:
+            out.append(int(spec.group_index))
+    return out
+
+
 def align_rows(primary: RunResult, rows: np.ndarray, other: RunResult) -> list[int | None]:
     """For each primary row, the row of ``other`` showing the same frame_index (None when absent).
 
@@ -139,9 +156,20 @@ def _run_entry(run: ExportRun, rows: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _resolve_out(path: str | Path, config: ExportConfig) -> Path:
+    """An output path, absolute: inside ``config.allowed_roots`` (OutputError otherwise), or, with
+    no sandbox (the CLI), wherever it points (relative to the current directory)."""
+    if config.allowed_roots is not None:
+        return resolve_within(path, config.allowed_roots, kind="output")
+    text = str(path).strip()
+    if not text or "\x00" in text:
+        raise OutputError("is not a usable path", path=repr(text), stage="paths")
+    return Path(text).expanduser().resolve()
+
+
 def _out_paths(config: ExportConfig) -> tuple[Path, Path, Path]:
-    """(clip path, companion stem, sidecar) — each refused outside ``allowed_roots``."""
-    out = resolve_within(config.out_path, config.allowed_roots, kind="output")
+    """(clip path, companion stem, sidecar) — each refused outside ``allowed_roots`` when given."""
+    out = _resolve_out(config.out_path, config)
     fmt = config.format
     suffix = out.suffix.lower().lstrip(".")
     if fmt in ("mp4", "webm", "gif"):
@@ -154,7 +182,7 @@ def _out_paths(config: ExportConfig) -> tuple[Path, Path, Path]:
     else:
         clip = out
     stem = clip.with_suffix("") if clip.suffix.lower().lstrip(".") in CLIP_FORMATS else clip
-    sidecar = resolve_within(str(clip) + ".json", config.allowed_roots, kind="output")
+    sidecar = _resolve_out(str(clip) + ".json", config)
     return clip, stem, sidecar
 
 
@@ -170,7 +198,7 @@ def write_export(
     Parameters
     ----------
     runs : the run first, then up to three runs to put beside it (aligned by frame_index).
-    config : what to write and where (paths must resolve inside ``config.allowed_roots``).
+    config : what to write and where (inside ``config.allowed_roots`` when given).
     figures : name → plotly figure, written in ``config.plot_formats``.
     on_progress : called with the fraction of clip frames written.
 
@@ -240,8 +268,8 @@ def _write_export(
             timings["clip"] = time.perf_counter() - t0
         if config.tables:
             t0 = time.perf_counter()
-            frames_csv = resolve_within(f"{stem}.frames.csv", config.allowed_roots, kind="output")
-            blocks_csv = resolve_within(f"{stem}.blocks.csv", config.allowed_roots, kind="output")
+            frames_csv = _resolve_out(f"{stem}.frames.csv", config)
+            blocks_csv = _resolve_out(f"{stem}.blocks.csv", config)
             made += [frames_csv, blocks_csv]
             per_run = [_run_rows(a) for r, a in zip(runs, aligned, strict=True)]
             pd.concat([frames_table(r, rr) for r, rr in zip(runs, per_run, strict=True)]).to_csv(
@@ -256,7 +284,7 @@ def _write_export(
             t0 = time.perf_counter()
             for k, (run, a) in enumerate(zip(runs, aligned, strict=True)):
                 name = f"{stem}.yuview.csv" if k == 0 else f"{stem}.{run.run_id}.yuview.csv"
-                path = resolve_within(name, config.allowed_roots, kind="output")
+                path = _resolve_out(name, config)
                 made.append(path)
                 path.write_text(yuview_text(run, _run_rows(a), coordinates=config.yuview_coordinates))
                 files.append((path, "yuview_csv"))
@@ -272,6 +300,7 @@ def _write_export(
                 chromium_path=config.chromium_path,
                 width_px=config.figure_width_px,
                 height_px=config.figure_height_px,
+                png_scale=config.figure_png_scale,
             )
             files += [(p, "figure") for p in written]
             timings["figures"] = time.perf_counter() - t0
@@ -293,9 +322,7 @@ def _write_export(
             "count": int(rows.size),
             "frame_indices": primary.candidates.frame_indices[rows].tolist(),
         },
-        "clip": None
-        if frame_size is None
-        else {"height": frame_size[0], "width": frame_size[1], "fps": float(clip_fps(primary, config.fps))},
+        "clip": _clip_entry(runs, config, frame_size),
         "runs": [_run_entry(r, _run_rows(a)) for r, a in zip(runs, aligned, strict=True)],
         "versions": export_versions(),
         "csv_schemas": {
@@ -335,6 +362,23 @@ def _write_export(
         frame_size=frame_size,
         timings_secs=timings,
     )
+
+
+def _clip_entry(
+    runs: Sequence[ExportRun], config: ExportConfig, frame_size: tuple[int, int] | None
+) -> dict[str, Any] | None:
+    """The sidecar's ``clip``: its size and frame rate, and what the pictures under the overlays are."""
+    if frame_size is None:
+        return None
+    return {
+        "height": frame_size[0],
+        "width": frame_size[1],
+        "fps": float(clip_fps(runs[0].result, config.fps)),
+        # Each run's video decoded again at its pane size (PyAV, deblocked), or the run's
+        # processed frames (scaled when the pane differs).
+        "pixels": "source_decode" if config.size == "source" else "processed_frames",
+        "pane_sizes": [list(hw) for hw in clip_pane_sizes(runs, config)],
+    }
 
 
 def _run_rows(aligned: Sequence[int | None]) -> np.ndarray:

@@ -88,11 +88,21 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
             ),
             Quirk(
                 "keyframes_kept",
+                None,
+                "§4.2",
+                _BOTH,
+                "keyframes_kept",
+                "a sampled keyframe with no non-keyframe within ±4 offsets stays a candidate "
+                "(Candidates.stayed_keyframes)",
+            ),
+            Quirk(
+                "keyframes_refilled",
                 10,
                 "§18.10, §4.3",
                 _BOTH,
-                "keyframes_kept",
-                "with N ≥ frame count the refill returns every frame, keyframes included",
+                None,
+                "with N ≥ frame count the refill returns every frame, keyframes included, so a keyframe "
+                "moved off is a candidate too (Candidates.refilled_keyframes; a fact, not a warning)",
             ),
             # geometry
             Quirk(

@@ -37,6 +37,7 @@ from backend.render.overlays import (
     layer_options,
     plan_overlays,
 )
+from backend.render.scaled import draw_overlays_scaled, scaled_px, size_factor
 from backend.render.text import glyph_font
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "codec_grid_lines",
     "colormap_lut",
     "draw_overlays",
+    "draw_overlays_scaled",
     "frame_facts",
     "glyph_font",
     "group_of_row",
@@ -72,5 +74,7 @@ __all__ = [
     "layer_options",
     "lost_blocks",
     "plan_overlays",
+    "scaled_px",
     "score_map",
+    "size_factor",
 ]

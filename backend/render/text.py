@@ -9,16 +9,37 @@ import cv2
 import numpy as np
 
 
-def draw_anchor_label(image: np.ndarray, x: int, y: int, rgb: tuple[int, int, int]) -> None:
-    """Draw ``ANCHOR`` in black on a filled 62 × 16 px box whose top-left is (x, y), in place."""
-    cv2.rectangle(image, (x, y), (x + 62, y + 16), rgb, thickness=-1)
-    cv2.putText(image, "ANCHOR", (x + 3, y + 12), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
+def draw_anchor_label(
+    image: np.ndarray, x: int, y: int, rgb: tuple[int, int, int], *, scale: float = 1.0
+) -> None:
+    """Draw ``ANCHOR`` in black on a filled 62 × 16 px box (× ``scale``), top-left at (x, y), in place."""
+    w, h = round(62 * scale), round(16 * scale)
+    cv2.rectangle(image, (x, y), (x + w, y + h), rgb, thickness=-1)
+    cv2.putText(
+        image,
+        "ANCHOR",
+        (x + round(3 * scale), y + round(12 * scale)),
+        cv2.FONT_HERSHEY_SIMPLEX,
+        0.4 * scale,
+        (0, 0, 0),
+        max(1, round(scale)),
+        cv2.LINE_AA,
+    )
 
 
-def draw_bad_label(image: np.ndarray, label: str) -> None:
-    """Draw a bad-frame label in white near the bottom-left corner, in place."""
+def draw_bad_label(image: np.ndarray, label: str, *, scale: float = 1.0) -> None:
+    """Draw a bad-frame label in white near the bottom-left corner (text × ``scale``), in place."""
     h = image.shape[0]
-    cv2.putText(image, label, (8, h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (255, 255, 255), 2, cv2.LINE_AA)
+    cv2.putText(
+        image,
+        label,
+        (round(8 * scale), h - round(10 * scale)),
+        cv2.FONT_HERSHEY_SIMPLEX,
+        0.6 * scale,
+        (255, 255, 255),
+        max(1, round(2 * scale)),
+        cv2.LINE_AA,
+    )
 
 
 class GlyphFont:

@@ -14,7 +14,7 @@ from backend.config import PROFILES, Profile, Registry, Variant, param, validate
 from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
 from backend.pipeline.quirks import quirk_on, quirk_warning, reproduces_cvp
 from backend.records import Candidates, DecodedFrames, Geometry, RunWarning, VideoInfo
-from backend.stages.signals import SIGNALS, SignalConfig, canonical_codec, compute_signals
+from backend.stages.signals import QP_MAX, SIGNALS, SignalConfig, canonical_codec, compute_signals
 from native import frame_stats, gateway
 
 BITCOST_GRIDS = ("adaptive", "sub", "mb", "ctu")
@@ -30,6 +30,17 @@ def grid_for_codec(grid: str, codec_name: str) -> str:
     return grid
 
 
+def _signal_hint(codec: str) -> str:
+    """``residual (or mv, mvres, pkt_energy)``: the signals that work for ``codec``, residual first.
+
+    ``qp`` needs exported block QP, which FFmpeg gives for H.264 and VP9 only.
+    """
+    works = [n for n in SIGNALS.names if n != "qp" or codec in QP_MAX]
+    first = "residual" if "residual" in works else works[0]
+    rest = [n for n in works if n != first]
+    return first + (f" (or {', '.join(rest[:-1])} or {rest[-1]})" if len(rest) > 1 else "")
+
+
 def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
     if not gateway.bitcost_reader_available():
         raise BitcostUnavailableError(
@@ -40,11 +51,10 @@ def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
         )
     if info.codec_name not in gateway.BITCOST_CODECS:
         codec = canonical_codec(info.codec_name)  # the decoder's name would say libdav1d for AV1
-        *others, last = SIGNALS.names
         raise UnsupportedVideoError(
             f"this codec has no bitcost ({codec}). Supported codecs are "
-            f"{', '.join(gateway.BITCOST_CODECS)}; others need --profile clean and --score "
-            f"{', '.join(others)} or {last} (docs/signals.md).",
+            f"{', '.join(gateway.BITCOST_CODECS)}; for {codec} use --profile clean --score "
+            f"{_signal_hint(codec)} (docs/signals.md).",
             path=info.path,
             stage="decode",
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,7 +129,9 @@ def avoid_keyframes(sampled: Sampled, info: VideoInfo, *, config: KeyframeConfig
     -------
     Candidates with ``frame_indices`` (n,) int32, n ≤ m (n < m only when the video
     has fewer than m frames). With N ≥ frame count the result is every frame,
-    keyframes included (cvp's refill; recorded as a warning).
+    keyframes included (cvp's refill): those are listed by ``refilled_keyframes``, while
+    ``keyframes_kept`` warns only of sampled keyframes that had no free neighbour
+    (``stayed_keyframes``).
     """
     ids = sampled.frame_indices
     debug = dict(sampled.debug)
@@ -164,16 +167,7 @@ def avoid_keyframes(sampled: Sampled, info: VideoInfo, *, config: KeyframeConfig
                 "as keyframes (ffprobe -skip_frame nokey ignored for VP9)",
             )
         )
-    still_key = sorted(set(result.tolist()) & keys)
-    if still_key:
-        shown = ", ".join(map(str, still_key[:8])) + (" …" if len(still_key) > 8 else "")
-        warnings.append(
-            quirk_warning(
-                "keyframes_kept",
-                f"keyframes {shown} kept despite avoid_keyframes (refill or no free neighbour)",
-            )
-        )
-    return Candidates(
+    candidates = Candidates(
         frame_indices=result,
         sampled_frame_indices=ids,
         keyframe_indices=keys_list,
@@ -181,3 +175,19 @@ def avoid_keyframes(sampled: Sampled, info: VideoInfo, *, config: KeyframeConfig
         debug=debug,
         warnings=tuple(warnings),
     )
+    stayed = candidates.stayed_keyframes
+    # Keyframes the refill put back (N ≥ frame count) were moved first, as `moved` says; they
+    # are recorded in `refilled_keyframes`, not warned about. When the probe lists every VP9
+    # frame as a keyframe, the warning above already says why nothing could move.
+    if stayed and not any(w.code == "vp9_keyframes_all" for w in warnings):
+        shown = ", ".join(map(str, stayed[:8])) + (" …" if len(stayed) > 8 else "")
+        reach = 4 * config.avoid_keyframe_offset
+        warnings.append(
+            quirk_warning(
+                "keyframes_kept",
+                f"keyframe{'s' if len(stayed) > 1 else ''} {shown} stayed among the candidates despite "
+                f"avoid_keyframes: no non-keyframe within ±{reach} frames",
+            )
+        )
+        candidates = dataclasses.replace(candidates, warnings=tuple(warnings))
+    return candidates

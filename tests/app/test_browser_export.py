@@ -59,6 +59,7 @@ def test_export_button_yields_a_downloadable_clip(page, workspace, tmp_path) -> 
     page.locator("#export_start input").fill("4")
     page.locator("#export_stop input").fill("16")
     page.locator("#export_layers label", has_text="heatmap").click()
+    page.locator("#export_width input").fill("320")  # the 640×360 clip at half its size
     page.locator("#export_btn").click()
     link = _download_link(page, "export_files", ".mp4")
     link.wait_for(state="visible", timeout=120_000)
@@ -71,7 +72,8 @@ def test_export_button_yields_a_downloadable_clip(page, workspace, tmp_path) -> 
     wanted = [f for f in fids if 4 <= f < 16]
     assert len(wanted) >= 5  # 48 of 96 frames are sampled
     with av.open(str(target)) as container:
-        assert sum(1 for _ in container.decode(video=0)) == len(wanted)
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(frames) == len(wanted) and frames[0].shape[1] == 320
     # The sidecar is offered too, and it names the run and the range that was asked for.
     names = [c.get_attribute("aria-label") or "" for c in page.locator("#export_files td.filename").all()]
     assert any(n.endswith(".mp4.json") for n in names), names
@@ -80,6 +82,7 @@ def test_export_button_yields_a_downloadable_clip(page, workspace, tmp_path) -> 
     assert side["runs"][0]["run_id"] == workspace.run_id
     assert side["frames"]["frame_indices"] == wanted
     assert "heatmap" in side["export_config"]["layers"]
+    assert side["export_config"]["width_px"] == 320 and side["clip"]["pixels"] == "source_decode"
 
 
 def test_start_at_the_viewed_frame_fills_the_range(page, workspace) -> None:
@@ -91,6 +94,9 @@ def test_start_at_the_viewed_frame_fills_the_range(page, workspace) -> None:
 
 
 def test_figure_export_yields_a_downloadable_file(page, tmp_path) -> None:
+    # The timeline spans the panel's range: from frame 8 to the end (an emptied stop box).
+    page.locator("#export_start input").fill("8")
+    page.locator("#export_stop input").fill("")
     page.locator("#figure_format label", has_text="html").click()
     page.locator("#figure_btn").click()
     link = _download_link(page, "figure_files", ".html")
@@ -101,3 +107,4 @@ def test_figure_export_yields_a_downloadable_file(page, tmp_path) -> None:
     info.value.save_as(target)
     text = target.read_text()
     assert "Plotly.newPlot" in text and "frame_index" in text
+    assert '"range":[7.5,95.5]' in text.replace(" ", "")  # the 96-frame clip from frame 8 on

@@ -170,6 +170,9 @@ def test_gain_scatter_plots_every_steady_cell_and_the_fitted_line(analysis) -> N
     shown = sum(len(t.x) for t in capped.data if t.name.endswith(" cells"))
     assert 0 < shown <= 100 + len(report.gain.slot)
     assert "every" in capped.layout.title.text
+    # Ordinals are English ("every 2th" was printed before).
+    half = luma_view.prepare_gain_scatter(report, max_points=(total + 1) // 2)
+    assert f"(every 2nd of {total} cells shown)" in half.layout.title.text
 
 
 def test_summary_and_stored_choices_name_the_inputs(analysis) -> None:

@@ -9,6 +9,7 @@ from plotly.subplots import make_subplots
 
 from backend.pipeline import RunResult
 from backend.records import ReadinessStep
+from views.figure_style import COLOURS, apply_style, integer_axis, series_colour
 
 STOP_MARKER_NAME = "stop decision"
 
@@ -100,10 +101,10 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
     hover = "end %{x} · frame %{customdata}<br>%{y:.4g}<extra>%{fullData.name}</extra>"
     # (field, name, mode, line style, on the secondary axis)
     lines = (
-        ("topk_sum", "top-K sum", "lines+markers", {}, False),
-        ("threshold", "threshold", "lines", {"dash": "dash", "color": "black"}, False),
-        ("covered_bins", "covered bins", "lines+markers", {"shape": "hv", "color": "#2ca02c"}, True),
-        ("needed_bins", "needed bins", "lines", {"shape": "hv", "color": "#2ca02c", "dash": "dot"}, True),
+        ("topk_sum", "top-K sum", "lines+markers", {"color": series_colour(0)}, False),
+        ("threshold", "threshold", "lines", {"dash": "dash", "color": COLOURS["threshold"]}, False),
+        ("covered_bins", "covered bins", "lines+markers", {"shape": "hv", "color": COLOURS["P"]}, True),
+        ("needed_bins", "needed bins", "lines", {"shape": "hv", "color": COLOURS["P"], "dash": "dot"}, True),
     )
     for field, name, mode, line, secondary in lines:
         fig.add_trace(
@@ -125,7 +126,7 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
             x=ends,
             y=[s.marginal_gain for s in steps],
             name="marginal gain",
-            marker_color=["#2ca02c" if s.passed else "#9a9a9a" for s in steps],
+            marker_color=[COLOURS["passed"] if s.passed else COLOURS["failed"] for s in steps],
             customdata=frames,
             hovertemplate=hover,
         ),
@@ -135,15 +136,18 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
     stop = stop_step(result, group_index)
     assert stop is not None
     _add_stop_marker(fig, stop, spec.stop_reason)
+    apply_style(fig)
     fig.update_layout(
         title=f"group {group_index}: readiness trace",
         hovermode="x unified",
-        margin={"l": 60, "r": 60, "t": 50, "b": 40},
-        legend={"orientation": "h", "y": -0.15},
+        margin={"l": 60, "r": 60, "t": 50, "b": 10},
     )
     fig.update_xaxes(title_text="window end (candidate index, exclusive)", row=2, col=1)
     fig.update_yaxes(title_text="top-K block score sum", row=1, col=1, secondary_y=False)
-    fig.update_yaxes(title_text="time bins", row=1, col=1, secondary_y=True, rangemode="tozero")
+    fig.update_yaxes(title_text="time bins", row=1, col=1, secondary_y=True, showgrid=False)
+    # Bins are counts: whole-number ticks from 0 (exports showed 0.136 … 3.191 here).
+    bins_top = max(max(s.covered_bins, s.needed_bins) for s in steps)
+    integer_axis(fig, bins_top, row=1, col=1, secondary_y=True)
     fig.update_yaxes(title_text="gain", row=2, col=1)
     return fig
 
@@ -173,7 +177,12 @@ def _add_stop_marker(fig: go.Figure, stop: ReadinessStep, stop_reason: str) -> N
             x=[stop.end],
             y=[stop.topk_sum],
             mode="markers",
-            marker={"symbol": "star", "size": 16, "color": "#d62728"},
+            marker={
+                "symbol": "star",
+                "size": 16,
+                "color": COLOURS["moved"],
+                "line": {"width": 1, "color": "black"},
+            },
             name=STOP_MARKER_NAME,
             customdata=[stop.frame_index_added],
             text=[stop.reason],

@@ -8,10 +8,15 @@ from plotly.subplots import make_subplots
 
 from backend.pipeline import RunResult
 from backend.render import anchor_rows, kept_blocks_by_row
+from views.figure_style import COLOURS, GROUP_FILLS, apply_style, integer_axis, integer_axis_range
 
-PICT_COLOURS: dict[str, str] = {"I": "#d62728", "P": "#1f77b4", "B": "#2ca02c", "?": "#9a9a9a"}
-GROUP_FILLS = ("rgba(255, 165, 0, 0.12)", "rgba(128, 0, 128, 0.10)")
+PICT_COLOURS: dict[str, str] = {k: COLOURS[k] for k in ("I", "P", "B", "?")}
+PICT_NAMES: dict[str, str] = {"I": "I", "P": "P", "B": "B", "?": "type unknown"}
+"""Legend names of the packet bars: short, so the legend of a column-wide figure fits two rows."""
 CURSOR_NAME = "cursor"
+GROUPS_NAME = "groups"
+RUG_HEIGHT = 0.95
+"""The candidates rug sits at this fraction of the packet-size axis, above every bar."""
 
 
 def frame_pict_types(result: RunResult) -> np.ndarray:
@@ -48,30 +53,47 @@ def kept_blocks_per_frame(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
     return unique, np.bincount(inverse, weights=per_row, minlength=unique.size).astype(np.int64)
 
 
-def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None) -> go.Figure:
+def prepare_timeline(
+    result: RunResult,
+    *,
+    cursor_frame_index: int | None = None,
+    frame_range: tuple[int, int | None] | None = None,
+    paper: bool = False,
+) -> go.Figure:
     """Per-frame timeline of a run.
 
     Parameters
     ----------
     result : a finished run.
     cursor_frame_index : frame the viewer shows; drawn as a vertical line named ``cursor``.
+    frame_range : (start, stop) frame_index, stop exclusive or None for the end: only frames
+        in it are drawn and the x axis spans it (an export's ``--frames``); None = every frame.
+    paper : the paper style (larger fonts, :data:`views.figure_style.PAPER_WIDTH_PX` wide).
 
     Returns
     -------
-    Figure with x = frame_index: one bar trace per picture type (I/P/B/?) holding the packet
-    sizes of all P frames between them, a ``candidates`` marker trace (unique candidate
-    frames), a ``moved keyframes`` trace (from → to segments), one filled ``group g`` trace per
-    group spanning its first to last frame, ``kept blocks`` (line, secondary y) and
-    ``anchors``. Every trace has a name and ``customdata`` = frame_index for click mapping.
+    Figure with x = frame_index, in this trace order: one filled span per group (named
+    ``groups``, ``meta.group_index`` its group; the legend shows the first); one bar trace per
+    picture type (named by :data:`PICT_NAMES`) holding packet sizes, one frame wide with no gaps; a
+    ``candidates`` rug of thin ticks along the top (every unique candidate frame); ``moved
+    keyframes`` (from → to segments) when avoidance moved any; ``kept blocks`` (line, secondary
+    y) and ``anchors`` (stars at 0, secondary y). Both y axes start at 0 at the same height;
+    kept blocks use whole-number ticks. Every trace has ``customdata`` = frame_index.
     """
     sizes = result.info.packet_size_bytes.astype(np.int64)
+    lo, hi = _span(frame_range, sizes.size)
+    shown = np.arange(lo, hi)
+    top_bytes = float(sizes[lo:hi].max()) if hi > lo else 1.0
+    # The rug sits above the tallest bar: the byte axis reaches past it by 1 / RUG_HEIGHT + a bit.
+    needed_bytes = top_bytes / (RUG_HEIGHT - 0.04)
+    byte_top, _, _ = integer_axis_range(needed_bytes)
     cand = result.candidates.frame_indices.astype(np.int64)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     # Group spans go first so the bars draw over them.
-    _add_group_spans(fig, result, cand, top=float(sizes.max()) if sizes.size else 1.0)
-    _add_packet_bars(fig, sizes, frame_pict_types(result))
-    _add_candidates(fig, result, cand, sizes)
-    _add_kept_and_anchors(fig, result, cand)
+    _add_group_spans(fig, result, cand, lo, hi, top=float(byte_top))
+    _add_packet_bars(fig, sizes, frame_pict_types(result), shown)
+    _add_candidates(fig, result, cand, sizes, lo, hi, rug_y=RUG_HEIGHT * byte_top)
+    kept_top = _add_kept_and_anchors(fig, result, cand, lo, hi)
     if cursor_frame_index is not None:
         fig.add_shape(
             type="line",
@@ -84,24 +106,38 @@ def prepare_timeline(result: RunResult, *, cursor_frame_index: int | None = None
             line={"color": "black", "width": 2},
             name=CURSOR_NAME,
         )
-    fig.update_layout(
-        barmode="overlay",
-        bargap=0,
-        clickmode="event",
-        hovermode="closest",
-        margin={"l": 50, "r": 50, "t": 30, "b": 40},
-        legend={"orientation": "h", "y": 1.12},
-    )
-    fig.update_xaxes(title_text="frame_index")
+    apply_style(fig, paper=paper)
+    fig.update_layout(barmode="overlay", bargap=0, clickmode="event", hovermode="closest")
+    if not paper:
+        fig.update_layout(margin={"l": 60, "r": 60, "t": 20, "b": 10})
+    fig.update_xaxes(title_text="frame_index", range=[lo - 0.5, hi - 0.5])
     fig.update_yaxes(title_text="packet size (bytes)", secondary_y=False)
-    fig.update_yaxes(title_text="kept blocks", secondary_y=True, rangemode="tozero")
+    integer_axis(fig, needed_bytes, secondary_y=False, tickformat="~s")
+    fig.update_yaxes(title_text="kept blocks", secondary_y=True, showgrid=False)
+    integer_axis(fig, kept_top, secondary_y=True)
     return fig
 
 
-def _add_group_spans(fig: go.Figure, result: RunResult, cand: np.ndarray, *, top: float) -> None:
-    """One filled ``group g`` trace per group, from its first to its last candidate frame."""
+def _span(frame_range: tuple[int, int | None] | None, total: int) -> tuple[int, int]:
+    """[lo, hi) frame_index span drawn: the range clipped to the video (every frame without one)."""
+    if frame_range is None:
+        return 0, total
+    start, stop = frame_range
+    hi = total if stop is None else min(int(stop), total)
+    return min(max(int(start), 0), hi), hi
+
+
+def _add_group_spans(
+    fig: go.Figure, result: RunResult, cand: np.ndarray, lo: int, hi: int, *, top: float
+) -> None:
+    """One filled span per group with a candidate in [lo, hi), from its first to its last frame."""
+    shown = 0
     for k, spec in enumerate(result.groups.specs):
-        first, last = int(cand[spec.start]), int(cand[spec.end - 1])
+        frames = cand[spec.start : spec.end]
+        inside = frames[(frames >= lo) & (frames < hi)]
+        if inside.size == 0:
+            continue
+        first, last = int(inside.min()), int(inside.max())
         x0, x1 = first - 0.5, last + 0.5
         fig.add_trace(
             go.Scatter(
@@ -111,51 +147,69 @@ def _add_group_spans(fig: go.Figure, result: RunResult, cand: np.ndarray, *, top
                 fillcolor=GROUP_FILLS[k % len(GROUP_FILLS)],
                 line={"width": 0},
                 mode="lines",
-                name=f"group {spec.group_index}",
-                legendgroup="groups",
-                showlegend=k == 0,
-                hoverinfo="name",
+                name=GROUPS_NAME,
+                legendgroup=GROUPS_NAME,
+                showlegend=shown == 0,
+                hovertemplate=f"group {spec.group_index}: frames {first}–{last}<extra></extra>",
                 customdata=[first, last, last, first, first],
                 meta={"kind": "group_span", "group_index": spec.group_index},
             ),
             secondary_y=False,
         )
+        shown += 1
 
 
-def _add_packet_bars(fig: go.Figure, sizes: np.ndarray, types: np.ndarray) -> None:
-    """One bar trace of packet sizes per picture type present."""
-    frame_index = np.arange(sizes.size)
+def _add_packet_bars(fig: go.Figure, sizes: np.ndarray, types: np.ndarray, shown: np.ndarray) -> None:
+    """One bar trace of packet sizes per picture type present among the ``shown`` frames."""
     for pict, colour in PICT_COLOURS.items():
-        sel = types == pict
-        if not sel.any():
+        frame_index = shown[types[shown] == pict]
+        if frame_index.size == 0:
             continue
         fig.add_trace(
             go.Bar(
-                x=frame_index[sel],
-                y=sizes[sel],
-                name=f"{pict} frames",
-                marker_color=colour,
-                # One frame wide: plotly otherwise widens a trace's bars to the gap between
-                # its own points, so two I-frames far apart would cover the whole plot.
-                width=0.9,
-                customdata=frame_index[sel],
-                hovertemplate="frame %{customdata}<br>%{y} bytes<extra>" + pict + "</extra>",
+                x=frame_index,
+                y=sizes[frame_index],
+                name=PICT_NAMES[pict],
+                # No outline: the template's thin white bar outline covers bars narrower than a
+                # pixel or two, which is every bar of a long clip.
+                marker={"color": colour, "line": {"width": 0}},
+                # One frame wide: plotly otherwise widens a trace's bars to the gap between its
+                # own points, so two I-frames far apart would cover the whole plot.
+                width=1.0,
+                customdata=frame_index,
+                hovertemplate="frame %{customdata}<br>%{y} bytes<extra>" + pict + " frame</extra>",
                 meta={"kind": "packet_size"},
             ),
             secondary_y=False,
         )
 
 
-def _add_candidates(fig: go.Figure, result: RunResult, cand: np.ndarray, sizes: np.ndarray) -> None:
-    """The ``candidates`` markers and, when keyframes moved, the ``moved keyframes`` segments."""
+def _add_candidates(
+    fig: go.Figure,
+    result: RunResult,
+    cand: np.ndarray,
+    sizes: np.ndarray,
+    lo: int,
+    hi: int,
+    *,
+    rug_y: float,
+) -> None:
+    """The ``candidates`` rug and, when keyframes moved, the ``moved keyframes`` segments."""
     n_frames = sizes.size
-    unique_cand = np.unique(cand[(cand >= 0) & (cand < n_frames)])
+    unique_cand = np.unique(cand[(cand >= lo) & (cand < hi)])
     fig.add_trace(
         go.Scatter(
             x=unique_cand,
-            y=sizes[unique_cand],
+            y=np.full(unique_cand.size, rug_y),
             mode="markers",
-            marker={"symbol": "triangle-down", "size": 8, "color": "black"},
+            # Thin translucent ticks: where every frame is a candidate they read as a grey band
+            # with the bars still visible under it, not a solid black one.
+            marker={
+                "symbol": "line-ns",
+                "size": 9,
+                "color": COLOURS["candidate"],
+                "line": {"width": 1, "color": "rgba(0, 0, 0, 0.6)"},
+            },
             name="candidates",
             customdata=unique_cand,
             hovertemplate="candidate frame %{customdata}<extra></extra>",
@@ -163,38 +217,45 @@ def _add_candidates(fig: go.Figure, result: RunResult, cand: np.ndarray, sizes: 
         ),
         secondary_y=False,
     )
-    if not result.candidates.moved:
+    moved = [(int(a), int(b)) for a, b in result.candidates.moved if lo <= a < hi or lo <= b < hi]
+    if not moved:
         return
     xs: list[int | None] = []
-    for a, b in result.candidates.moved:
-        xs += [int(a), int(b), None]
+    for a, b in moved:
+        xs += [a, b, None]
     ys = [None if x is None else (int(sizes[x]) if 0 <= x < n_frames else None) for x in xs]
     fig.add_trace(
         go.Scatter(
             x=xs,
             y=ys,
             mode="lines+markers",
-            marker={"symbol": ["x", "arrow-bar-right", "x"] * len(result.candidates.moved), "size": 10},
-            line={"color": "#d62728", "dash": "dot"},
+            marker={
+                "symbol": ["x", "arrow-bar-right", "x"] * len(moved),
+                "size": 10,
+                "color": COLOURS["moved"],
+            },
+            line={"color": COLOURS["moved"], "dash": "dot"},
             name="moved keyframes",
             customdata=xs,
             hovertemplate="frame %{customdata}<extra>moved keyframe</extra>",
-            meta={"kind": "moved_keyframes", "moved": [list(m) for m in result.candidates.moved]},
+            meta={"kind": "moved_keyframes", "moved": [list(m) for m in moved]},
         ),
         secondary_y=False,
     )
 
 
-def _add_kept_and_anchors(fig: go.Figure, result: RunResult, cand: np.ndarray) -> None:
-    """``kept blocks`` per frame and the ``anchors`` markers, on the secondary y axis."""
+def _add_kept_and_anchors(fig: go.Figure, result: RunResult, cand: np.ndarray, lo: int, hi: int) -> int:
+    """``kept blocks`` per frame and the ``anchors`` markers, on the secondary y axis; the largest count."""
     kept_x, kept_y = kept_blocks_per_frame(result)
+    sel = (kept_x >= lo) & (kept_x < hi)
+    kept_x, kept_y = kept_x[sel], kept_y[sel]
     fig.add_trace(
         go.Scatter(
             x=kept_x,
             y=kept_y,
             mode="lines+markers",
-            line={"color": "#ff4020"},
-            marker={"size": 4},
+            line={"color": COLOURS["kept"], "width": 1.5},
+            marker={"size": 4, "color": COLOURS["kept"]},
             name="kept blocks",
             customdata=kept_x,
             hovertemplate="frame %{customdata}<br>%{y} kept blocks<extra></extra>",
@@ -203,12 +264,19 @@ def _add_kept_and_anchors(fig: go.Figure, result: RunResult, cand: np.ndarray) -
         secondary_y=True,
     )
     anchors = np.unique(cand[sorted(anchor_rows(result))]) if result.selection.groups else np.zeros(0, int)
+    anchors = anchors[(anchors >= lo) & (anchors < hi)]
     fig.add_trace(
         go.Scatter(
             x=anchors,
             y=np.zeros(anchors.size),
             mode="markers",
-            marker={"symbol": "star", "size": 11, "color": "#20c8ff"},
+            marker={
+                "symbol": "star",
+                "size": 11,
+                "color": COLOURS["anchor"],
+                "line": {"width": 0.5, "color": "black"},
+            },
+            cliponaxis=False,  # drawn whole on the zero line
             name="anchors",
             customdata=anchors,
             hovertemplate="anchor frame %{customdata}<extra></extra>",
@@ -216,3 +284,4 @@ def _add_kept_and_anchors(fig: go.Figure, result: RunResult, cand: np.ndarray) -
         ),
         secondary_y=True,
     )
+    return int(kept_y.max()) if kept_y.size else 1

@@ -163,9 +163,7 @@ def _run_all(name: str, damaged: Path, intact: Path, cvp_dir: Path | None, work:
     if select.returncode == 0:
         run_id = select.data()["run_id"]
         clip = work / "export" / "clip.mp4"
-        outcomes.append(
-            _run("export", "export", run_id, "--out", clip, "--session-db", db, "--allow-dir", work, "--json")
-        )
+        outcomes.append(_run("export", "export", run_id, "--out", clip, "--session-db", db, "--json"))
     return outcomes
 
 

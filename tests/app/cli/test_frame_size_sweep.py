@@ -327,7 +327,7 @@ def test_export(clean_select, clip, tmp_path: Path, size: tuple[int, int], codec
     run_id = json.loads(proc.stdout)["run_id"]
     video = clip(codec, *size)
     processed_hw = tuple(json.loads((out / "meta.json").read_text())["processed_hw"])
-    base = ["export", run_id, "--session-db", db, "--allow-dir", tmp_path]
+    base = ["export", run_id, "--session-db", db, "--size", "processed"]
     plain = tmp_path / "plain"
     _expect_ok(_run(*base, "--out", plain, "--format", "png", "--layers", "", "--no-stamp"))
     frames = sorted(plain.glob("*.png"))
@@ -336,6 +336,16 @@ def test_export(clean_select, clip, tmp_path: Path, size: tuple[int, int], codec
     ref = _reference(video, fids, processed_hw, fast_reader=codec != "av1")
     got = [np.asarray(Image.open(p).convert("RGB")) for p in frames]
     assert min(_y_psnr_db(g, ref[fid]) for g, fid in zip(got, fids, strict=True)) >= MIN_Y_PSNR_DB
+    # The default size is the source's own: those frames are a normal decode at that size.
+    source = tmp_path / "source"
+    args = ["--out", source, "--format", "png", "--layers", "", "--no-stamp", "--frames", "0:3"]
+    _expect_ok(_run(*base[:-2], *args))
+    native = _reference(video, [0, 1, 2], (size[1], size[0]), fast_reader=False)
+    shown = sorted(source.glob("*.png"))
+    assert len(shown) == 3 and all(Image.open(p).size == size for p in shown)
+    for path in shown:
+        fid = int(path.stem.split("_frame")[1])
+        assert _y_psnr_db(np.asarray(Image.open(path).convert("RGB")), native[fid]) >= MIN_Y_PSNR_DB
     if codec != "h264":
         return  # the annotated layout depends on the size only
     annotated = tmp_path / "annotated.mp4"

@@ -85,6 +85,14 @@ def test_steps_jumps_blocks_and_groups(ws: Workspace, run_id: str) -> None:
         inspect.step(ws, "", 0, "next_group")
 
 
+def test_a_directory_is_called_a_directory_not_a_missing_file(ws: Workspace) -> None:
+    from app.tabs import luma
+    from backend.errors import InputError
+
+    with pytest.raises(InputError, match="is a directory, not a video file"):
+        luma.resolve_input(ws, str(ws.output_root), what="test")
+
+
 def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str, tmp_path: Path) -> None:
     before = [r.run_id for r in ws.store.list_runs()]
     values = list(_option_defaults().values())
@@ -92,6 +100,8 @@ def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str
     view = (0, LAYERS, 0.5, "turbo")
     with pytest.raises(gr.Error, match="no such video file"):
         run.start_run(ws, run_id, str(ws.output_root / "missing.mp4"), view, options, _no_progress)
+    with pytest.raises(gr.Error, match="is a directory, not a video file"):
+        run.start_run(ws, run_id, str(ws.output_root), view, options, _no_progress)
     with pytest.raises(gr.Error, match="outside"):
         run.start_run(ws, run_id, str(tmp_path / "elsewhere.mp4"), view, options, _no_progress)
     names = list(_option_defaults())
@@ -149,6 +159,24 @@ def test_export_handlers_need_a_run(ws: Workspace, run_id: str) -> None:
         export_panel.figure_files(ws, run_id, "nope", "html")
     result = ws.result(run_id)
     assert export_panel.viewed_frame_index(ws, run_id, 4) == int(result.candidates.frame_indices[4])
+
+
+def test_export_panel_sizes_the_clip_and_ranges_the_figure(ws: Workspace, run_id: str) -> None:
+    from PIL import Image
+
+    def widths(files: list[str]) -> set[int]:
+        return {Image.open(f).size[0] for f in files if f.endswith(".png")}
+
+    # The sample is 960×540, processed at 504×280: the panel exports the source size by default.
+    assert widths(export_panel.export_files(ws, run_id, ["kept"], 30, 34, "png", [])) == {960}
+    sized = export_panel.export_files(ws, run_id, ["kept"], 30, 34, "png", [], width_px=320)
+    assert widths(sized) == {320}
+    half = export_panel.export_files(
+        ws, run_id, ["kept"], 30, 34, "png", [], size="processed", size_factor=0.5
+    )
+    assert widths(half) == {252}
+    (html, _) = export_panel.figure_files(ws, run_id, "timeline", "html", start=60, stop=90)
+    assert '"range":[59.5,89.5]' in Path(html).read_text().replace(" ", "")
 
 
 def _no_progress(fraction: float, desc: str = "") -> None:

@@ -175,8 +175,14 @@ def test_mp4_decodes_with_the_requested_frames_and_kept_colour(runs, stored):
     out = stored[3]
     run = runs[0]
     result = run.result
+    # At the processed size (the run's own frames): outline positions are the selection's blocks.
     config = ex.ExportConfig(
-        out_path=out / "kept.mp4", allowed_roots=(out,), frames=(20, 50), layers=("kept",), crf=12
+        out_path=out / "kept.mp4",
+        allowed_roots=(out,),
+        frames=(20, 50),
+        layers=("kept",),
+        crf=12,
+        size="processed",
     )
     done = ex.write_export([run], config=config)
     frames = _decode(out / "kept.mp4")
@@ -337,7 +343,12 @@ def test_side_by_side_shows_each_runs_kept_blocks(runs, stored):
     out = stored[3]
     a, b = runs
     config = ex.ExportConfig(
-        out_path=out / "pair.mp4", allowed_roots=(out,), frames=(30, 40), layers=("kept",), crf=12
+        out_path=out / "pair.mp4",
+        allowed_roots=(out,),
+        frames=(30, 40),
+        layers=("kept",),
+        crf=12,
+        size="processed",
     )
     done = ex.write_export([a, b], config=config)
     frames = _decode(out / "pair.mp4")
@@ -448,7 +459,7 @@ def test_paths_outside_the_allowed_folder_are_refused(runs, tmp_path):
 @pytest.mark.slow  # the export CLI end to end
 def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
     db, run_id, other_id, _ = stored
-    base = ["export", run_id, "--session-db", db, "--allow-dir", tmp_path]
+    base = ["export", run_id, "--session-db", db, "--size", "processed"]
     done = run_cli(
         *base, "--out", tmp_path / "c.mp4", "--frames", "0:12", "--compare", other_id, "--tables", "--json"
     )
@@ -462,7 +473,9 @@ def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
             "Invalid layer ('glitter'). Supported values are",
         ),
         (["--out", tmp_path / "d.mkv", "--format", "mkv"], "Invalid format ('mkv'). Supported values are"),
-        (["--out", "/tmp/../etc/d.mp4"], "is outside the allowed folders"),
+        (["--out", tmp_path / "d.mp4", "--scale", "2", "--width", "640"], "a scale or a width, not both"),
+        (["--out", tmp_path / "d.mp4", "--scale", "big"], "Invalid scale ('big')"),
+        (["--out", tmp_path / "no" / "such" / "d.mp4", "--size", "huge"], "Invalid size ('huge')"),
         (
             ["--out", tmp_path / "d.mp4", "--plots", "histogram"],
             "Invalid plot ('histogram'). Supported values are",
@@ -471,8 +484,31 @@ def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
     for extra, message in cases:
         bad = run_cli(*base, *extra)
         assert bad.returncode == 2 and message in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
-    outside = run_cli("export", run_id, "--session-db", db, "--out", tmp_path / "e.mp4")
-    assert outside.returncode == 2 and "is outside the allowed folders" in outside.stderr  # cwd is the repo
+    # The CLI writes wherever --out says: an absolute path outside the current directory (the
+    # repo) works without --allow-dir, which is accepted and ignored.
+    far = tmp_path / "elsewhere" / "e.mp4"
+    done = run_cli("export", run_id, "--session-db", db, "--out", far, "--frames", "0:4", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["frame_size"][1] == 960  # the sample's own width
+    assert far.is_file() and Path(f"{far}.json").is_file()
+    # Every figure follows --frames: readiness figures only for the groups the range touches.
+    with SessionStore(db, read_only=True) as store:
+        result = ex.load_export_run(store, run_id).result
+    fids = result.candidates.frame_indices
+    last = result.groups.specs[-1]
+    frames = (int(fids[last.start]), int(fids[last.end - 1]) + 1)
+    wanted = ex.export_groups(result, frames)
+    assert 1 <= len(wanted) < len(result.groups.specs)
+    figs = tmp_path / "figs" / "g"
+    args = ["--out", figs, "--format", "none", "--plots", "timeline,readiness", "--plot-format", "html"]
+    done = run_cli(*base, *args, "--frames", f"{frames[0]}:{frames[1]}")
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.name for p in figs.parent.glob("g.*.html"))
+    assert names == sorted(["g.timeline.html", *(f"g.readiness_g{g}.html" for g in wanted)])
+    old = run_cli(*base, "--out", tmp_path / "f.mp4", "--frames", "0:2", "--allow-dir", tmp_path)
+    assert old.returncode == 0, old.stderr
+    refused = run_cli(*base, "--out", "/proc/codec-lens/x.mp4", "--frames", "0:2")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
 
 
 @pytest.mark.browser
@@ -480,21 +516,33 @@ def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
     not CHROMIUM.exists(), reason="static figure export needs /usr/bin/chromium (Debian chromium)"
 )
 def test_static_figures_export_with_the_system_chromium(runs, stored):
-    from views.inspector.timeline import prepare_timeline
+    from views.export_figures import prepare_export_figures
+    from views.figure_style import PAPER_HEIGHT_PX, PAPER_WIDTH_PX
 
     out = stored[3]
-    figures = {"timeline": prepare_timeline(runs[0].result)}
+    figures = prepare_export_figures([("a", runs[0].result)], ["timeline"], frames=(30, 90))
     config = ex.ExportConfig(
-        out_path=out / "fig", allowed_roots=(out,), format="none", plot_formats=("png", "svg", "html")
+        out_path=out / "fig",
+        allowed_roots=(out,),
+        format="none",
+        plot_formats=("png", "svg", "pdf", "html"),
+        frames=(30, 90),
     )
     done = ex.write_export([runs[0]], config=config, figures=figures)
-    png, svg, html = out / "fig.timeline.png", out / "fig.timeline.svg", out / "fig.timeline.html"
-    assert {png, svg, html} <= set(done.files)
+    png, svg, pdf, html = (out / f"fig.timeline.{fmt}" for fmt in ("png", "svg", "pdf", "html"))
+    assert {png, svg, pdf, html} <= set(done.files)
     with Image.open(png) as image:
-        assert image.size == (config.figure_width_px, config.figure_height_px)
+        # The paper figure's own size, rendered at 3× for print.
+        scale = config.figure_png_scale
+        assert image.size == (round(PAPER_WIDTH_PX * scale), round(PAPER_HEIGHT_PX * scale))
         assert len(np.unique(np.asarray(image.convert("RGB")).reshape(-1, 3), axis=0)) > 20
     text = svg.read_text()
-    assert text.startswith("<svg") and "frame_index" in text
+    # Vector: paths and text, no embedded bitmap.
+    assert text.startswith("<svg") and "frame_index" in text and "<image" not in text
+    assert 'width="700"' in text and "<path" in text
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF-") and b"/Font" in data
+    assert b"/Subtype /Image" not in data and b"/Subtype/Image" not in data
     page = html.read_text()
     # Self-contained: plotly.js is inlined, nothing is fetched from the network.
     assert "<script src=" not in page and "Plotly.newPlot" in page and len(page) > 1_000_000

@@ -115,7 +115,12 @@ def test_quirk_lookups():
     with pytest.raises(ValueError, match=r"Invalid profile \('fast'\)"):
         quirk_on("fast", "tail_dropped")
     assert quirk("double_resize").cite == "cvp quirk 13"
-    assert {q.name for q in quirks_of("clean")} == {"keyframes_kept", "upscaled", "group_padded"}
+    assert {q.name for q in quirks_of("clean")} == {
+        "keyframes_kept",
+        "keyframes_refilled",
+        "upscaled",
+        "group_padded",
+    }
     for q in QUIRKS.values():
         assert q.number is None or f"§18.{q.number}" in q.section, q.name
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from clips import encode_clip
@@ -60,7 +62,11 @@ def test_av1_needs_a_signal_and_h264_qp_works(tmp_path):
     av1 = encode_clip(tmp_path / "a", codec="av1", width=320, height=240, frames=16, gop=8, pattern="square")
     res = run_cli("select", av1, "--out", tmp_path / "o1", "--num_sampled_frames", "16")
     assert res.returncode == 2 and "no bitcost" in res.stderr
-    ok = run_cli("select", av1, "--out", tmp_path / "o2", "--score", "pkt_energy", "--json")
+    # The message suggests signals that work for AV1 (no qp: dav1d exports none), and its first
+    # suggestion runs.
+    assert "--profile clean --score residual (or mv, mvres or pkt_energy)" in res.stderr, res.stderr
+    suggested = re.search(r"--score (\w+)", res.stderr).group(1)
+    ok = run_cli("select", av1, "--out", tmp_path / "o2", "--score", suggested, "--json")
     assert ok.returncode == 0, ok.stderr
     hevc = encode_clip(tmp_path / "h", codec="hevc", width=320, height=240, frames=16, gop=8)
     bad = run_cli("select", hevc, "--out", tmp_path / "o3", "--score", "qp")

@@ -190,12 +190,45 @@ def test_keyframe_refill_uses_nearest_free_frames_then_sorts():
     assert cand.frame_indices.tolist() == [1, 2, 3]
 
 
-def test_dense_sampling_returns_all_frames_keyframes_included():
+def test_dense_sampling_returns_all_frames_keyframes_included_without_a_warning():
+    # N ≥ frame count: every keyframe is moved to its neighbour, then the refill puts it back
+    # (cvp quirk 10). The record says both; nothing stayed, so keyframes_kept does not fire.
     info = make_info(240)
     sampled = sample(info, config=SampleConfig(num_sampled_frames=1024))
-    cand = avoid_keyframes(sampled, info, config=KeyframeConfig(profile="parity"))
-    assert cand.frame_indices.tolist() == list(range(240))
-    assert any(w.code == "keyframes_kept" for w in cand.warnings)
+    for profile in ("parity", "clean"):
+        cand = avoid_keyframes(sampled, info, config=KeyframeConfig(profile=profile))
+        assert cand.frame_indices.tolist() == list(range(240))
+        assert cand.moved and {a for a, _ in cand.moved} == {0, 60, 120, 180}
+        assert all(b == a + 1 for a, b in cand.moved)
+        assert cand.stayed_keyframes == ()
+        assert cand.refilled_keyframes == (0, 60, 120, 180)
+        assert not [w for w in cand.warnings if w.code == "keyframes_kept"]
+
+
+def test_a_keyframe_with_no_free_neighbour_stays_and_is_named():
+    # Frames 0-4 are keyframes: 0 has no non-keyframe within ±4 and stays; 1 moves to 5.
+    info = make_info(10, keyframes=(0, 1, 2, 3, 4))
+    cand = _candidates(info, [0, 1, 8])
+    assert cand.frame_indices.tolist() == [0, 5, 8]
+    assert cand.moved == ((1, 5),)
+    assert cand.stayed_keyframes == (0,) and cand.refilled_keyframes == ()
+    (warning,) = [w for w in cand.warnings if w.code == "keyframes_kept"]
+    assert warning.message.startswith("keyframe 0 stayed") and "±4" in warning.message
+    # With N ≥ frame count the same keyframe stays, the others come back by the refill.
+    sampled = sample(info, config=SampleConfig(num_sampled_frames=16))
+    dense = avoid_keyframes(sampled, info, config=KeyframeConfig(profile="clean"))
+    assert dense.frame_indices.tolist() == list(range(10))
+    assert dense.stayed_keyframes == (0,)
+    assert set(dense.refilled_keyframes) == {1, 2, 3, 4}
+    (warning,) = [w for w in dense.warnings if w.code == "keyframes_kept"]
+    assert "keyframe 0 " in warning.message and "1" not in warning.message.split("despite")[0][9:]
+
+
+def test_vp9_parity_warns_once_that_avoidance_is_inactive():
+    info = make_info(30, keyframes=(0, 20), codec="vp9", stss=False)
+    cand = _candidates(info, [0, 10, 20])
+    assert cand.stayed_keyframes == (0, 10, 20)
+    assert [w.code for w in cand.warnings] == ["vp9_keyframes_all"]
 
 
 def test_avoidance_off_passes_ids_through():

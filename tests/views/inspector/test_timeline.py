@@ -8,6 +8,7 @@ from conftest import requires_cvp
 
 from backend.pipeline import RunResult
 from backend.render import kept_blocks_by_row
+from views import figure_style
 from views.inspector import timeline
 
 pytestmark = requires_cvp
@@ -26,7 +27,7 @@ def _kind(fig, kind: str) -> list:
 def test_bars_cover_every_frame_once_coloured_by_picture_type(result):
     fig = timeline.prepare_timeline(result)
     bars = [t for t in fig.data if t.type == "bar"]
-    assert {t.name for t in bars} <= {"I frames", "P frames", "B frames", "? frames"}
+    assert {t.name for t in bars} <= set(timeline.PICT_NAMES.values())
     xs = np.concatenate([np.asarray(t.x) for t in bars])
     assert xs.size == result.info.total_frames and np.array_equal(np.sort(xs), np.arange(xs.size))
     for t in bars:
@@ -73,3 +74,99 @@ def test_cursor_sits_at_the_given_frame(result):
     fig = timeline.prepare_timeline(result, cursor_frame_index=37)
     (cursor,) = [s for s in fig.layout.shapes if s.name == timeline.CURSOR_NAME]
     assert cursor.x0 == cursor.x1 == 37 and cursor.xref == "x"
+
+
+def _ticks(axis) -> np.ndarray:
+    """The tick values a linear axis shows over its range."""
+    lo, hi = axis.range
+    return np.arange(axis.tick0, hi + 1e-9, axis.dtick)[np.arange(axis.tick0, hi + 1e-9, axis.dtick) >= lo]
+
+
+def test_each_meaning_has_its_own_colour_and_no_two_share_one(result):
+    fig = timeline.prepare_timeline(result)
+    colours = {}
+    for t in fig.data:
+        kind = (t.meta or {}).get("kind")
+        if kind == "packet_size":
+            colours[t.name] = t.marker.color
+        elif kind in ("kept_blocks", "anchors", "moved_keyframes"):
+            colours[kind] = t.marker.color
+    c = figure_style.COLOURS
+    assert colours["kept_blocks"] == c["kept"] and colours["anchors"] == c["anchor"]
+    assert colours[timeline.PICT_NAMES["I"]] == c["I"] and colours[timeline.PICT_NAMES["P"]] == c["P"]
+    # The defect: I-frame bars and the kept-blocks line were both red.
+    assert len(set(colours.values())) == len(colours)
+    palette = set(figure_style.OKABE_ITO.values()) | {figure_style.GREY}
+    assert set(colours.values()) <= palette
+
+
+def test_both_y_axes_start_at_zero_and_counts_get_whole_ticks(result):
+    fig = timeline.prepare_timeline(result)
+    left, right = fig.layout.yaxis, fig.layout.yaxis2
+    assert left.range[0] == 0 and right.range[0] == 0  # zero at the same height (the bottom)
+    (kept,) = _kind(fig, "kept_blocks")
+    assert right.range[1] >= max(kept.y) and right.range[1] % right.dtick == 0
+    for axis in (left, right):
+        assert axis.tickmode == "linear" and axis.tick0 == 0 and float(axis.dtick).is_integer()
+        ticks = _ticks(axis)
+        assert ticks.size >= 3 and np.all(ticks == np.round(ticks))
+    assert right.tickformat == "d"
+    # The rug sits above the tallest bar, inside the axis.
+    (cand,) = _kind(fig, "candidates")
+    bars_top = max(max(t.y) for t in fig.data if t.type == "bar")
+    assert set(cand.y) == {timeline.RUG_HEIGHT * left.range[1]} and min(cand.y) > bars_top
+
+
+def test_candidates_are_thin_ticks_and_bars_have_no_outline(result):
+    fig = timeline.prepare_timeline(result)
+    (cand,) = _kind(fig, "candidates")
+    assert cand.marker.symbol == "line-ns" and cand.marker.line.width <= 1
+    assert "0.6" in cand.marker.line.color  # translucent: a dense rug is grey, not a black band
+    for bar in (t for t in fig.data if t.type == "bar"):
+        # The template's white bar outline hid every bar narrower than a couple of pixels.
+        assert bar.marker.line.width == 0 and bar.width == 1.0
+
+
+def test_legend_sits_under_the_plot_clear_of_the_panel_label(result):
+    fig = timeline.prepare_timeline(result)
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.yref == "container"
+    assert legend.y == 0 and legend.yanchor == "bottom"
+    spans = _kind(fig, "group_span")
+    assert {t.name for t in spans} == {timeline.GROUPS_NAME}
+    assert [t.showlegend for t in spans].count(True) == 1
+    assert [t.meta["group_index"] for t in spans] == [g.group_index for g in result.groups.specs]
+
+
+def test_a_frame_range_limits_every_trace_and_the_x_axis(result):
+    full = timeline.prepare_timeline(result)
+    fig = timeline.prepare_timeline(result, frame_range=(90, 130))
+    assert tuple(fig.layout.xaxis.range) == (89.5, 129.5)
+    for t in fig.data:
+        xs = [x for x in t.x if x is not None]
+        if (t.meta or {}).get("kind") == "group_span":
+            assert min(xs) >= 89.5 and max(xs) <= 129.5
+        elif (t.meta or {}).get("kind") != "moved_keyframes":
+            assert all(90 <= x < 130 for x in xs), t.name
+    bars = np.concatenate([np.asarray(t.x) for t in fig.data if t.type == "bar"])
+    assert np.array_equal(np.sort(bars), np.arange(90, 130))
+    fids = result.candidates.frame_indices
+    touching = [
+        g.group_index
+        for g in result.groups.specs
+        if ((fids[g.start : g.end] >= 90) & (fids[g.start : g.end] < 130)).any()
+    ]
+    assert [t.meta["group_index"] for t in _kind(fig, "group_span")] == touching
+    assert len(touching) < len(_kind(full, "group_span"))
+    # The byte axis fits the range's own bars, not the whole clip's.
+    top = int(result.info.packet_size_bytes[90:130].max())
+    assert top <= fig.layout.yaxis.range[1] * timeline.RUG_HEIGHT
+    assert fig.layout.yaxis.range[1] <= full.layout.yaxis.range[1]
+
+
+def test_paper_style_uses_larger_fonts(result):
+    screen = timeline.prepare_timeline(result)
+    paper = timeline.prepare_timeline(result, paper=True)
+    assert paper.layout.font.size > screen.layout.font.size
+    assert paper.layout.width == figure_style.PAPER_WIDTH_PX
+    assert paper.layout.yaxis.tickfont.size >= 18 and paper.layout.font.family.startswith("DejaVu Sans")

@@ -1,0 +1,180 @@
+"""Figure style shared by every plotly figure: one colour-blind-safe palette, fonts, integer count axes."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import plotly.graph_objects as go
+
+# Okabe & Ito (2008), "Color Universal Design": eight colours told apart with every common
+# colour-vision deficiency.
+OKABE_ITO: dict[str, str] = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+}
+GREY = "#999999"
+
+COLOURS: dict[str, str] = {
+    # What the frame overlays draw in the same hue (backend.render.colors): kept blocks red-orange,
+    # lost blocks yellow, anchors cyan.
+    "kept": OKABE_ITO["vermillion"],
+    "lost": OKABE_ITO["yellow"],
+    "anchor": OKABE_ITO["sky_blue"],
+    # Picture types: none of them shares a hue with kept, lost or anchor.
+    "I": OKABE_ITO["blue"],
+    "P": OKABE_ITO["bluish_green"],
+    "B": OKABE_ITO["reddish_purple"],
+    "?": GREY,
+    "candidate": OKABE_ITO["black"],
+    "threshold": OKABE_ITO["black"],
+    "moved": OKABE_ITO["orange"],
+    "passed": OKABE_ITO["bluish_green"],
+    "failed": GREY,
+    "before": OKABE_ITO["vermillion"],
+    "after": OKABE_ITO["bluish_green"],
+    "neutral": GREY,
+}
+"""Fixed colour of each meaning, in every figure (timeline, readiness trace, compare, luma, exports)."""
+
+SERIES: tuple[str, ...] = (
+    OKABE_ITO["blue"],
+    OKABE_ITO["orange"],
+    OKABE_ITO["bluish_green"],
+    OKABE_ITO["reddish_purple"],
+    OKABE_ITO["sky_blue"],
+    OKABE_ITO["vermillion"],
+    OKABE_ITO["black"],
+    OKABE_ITO["yellow"],
+)
+"""Colours of numbered series (compared variants, luma slots), in order; yellow last (faint on white)."""
+
+GROUP_FILLS: tuple[str, str] = ("rgba(230, 159, 0, 0.14)", "rgba(0, 114, 178, 0.10)")
+"""Alternating shades of neighbouring groups' spans (Okabe–Ito orange and blue, translucent)."""
+
+FONT_FAMILY = "DejaVu Sans, Arial, sans-serif"
+"""DejaVu ships with the system Chromium kaleido drives, so exported text matches the screen."""
+
+
+def _sizes(paper: bool) -> dict[str, int]:
+    # Paper: figures export at PAPER_WIDTH_PX; printed at single-column width (3.5 in) that is
+    # 200 px per inch, so 20 px text is 7.2 pt and 18 px ticks 6.5 pt — the smallest size journals
+    # accept is 6–7 pt.
+    return (
+        {"base": 20, "tick": 18, "legend": 18, "title": 20}
+        if paper
+        else {
+            "base": 13,
+            "tick": 12,
+            "legend": 12,
+            "title": 14,
+        }
+    )
+
+
+PAPER_WIDTH_PX = 700
+PAPER_HEIGHT_PX = 420
+PAPER_PNG_SCALE = 3
+"""PNG figures are rendered at 3× their layout size (2100 px wide: 600 dpi at 3.5 in)."""
+
+
+def series_colour(index: int) -> str:
+    """The colour of series ``index`` (cycles through :data:`SERIES`)."""
+    return SERIES[int(index) % len(SERIES)]
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``12th``, ``13th``, ``21st``, ``102nd`` …"""
+    n = int(n)
+    if 10 <= abs(n) % 100 <= 20:
+        return f"{n}th"
+    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(abs(n) % 10, 'th') }"
+
+
+def integer_step(top: float, *, ticks: int = 5) -> int:
+    """A 1, 2 or 5 × 10^k step (≥ 1) giving about ``ticks`` ticks from 0 to ``top``."""
+    raw = max(float(top), 1.0) / max(int(ticks), 1)
+    power = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if factor * power >= raw:
+            return max(1, int(factor * power))
+    return max(1, int(10 * power))  # unreachable: factor 10 always fits
+
+
+def integer_axis_range(top: float, *, ticks: int = 5) -> tuple[int, int, int]:
+    """(range top, tick step, tick count) of a count axis from 0: whole-number ticks only.
+
+    The top is the first multiple of the step above ``top``, so the largest value never sits on
+    the plot's edge.
+    """
+    step = integer_step(top, ticks=ticks)
+    upper = step * (math.floor(max(float(top), 0.0) / step) + 1)
+    return upper, step, upper // step
+
+
+def integer_axis(
+    fig: go.Figure, top: float, *, ticks: int = 5, tickformat: str = "d", **selector: Any
+) -> tuple[int, int]:
+    """Make the y axis chosen by ``selector`` (``update_yaxes`` arguments) a count axis from 0.
+
+    Whole-number ticks at a 1/2/5 step, the range [0, top rounded up to a step], labels in
+    ``tickformat`` (``d``; ``~s`` writes 20k for 20000). Returns (range top, step).
+    """
+    upper, step, _ = integer_axis_range(top, ticks=ticks)
+    fig.update_yaxes(
+        range=[0, upper],
+        tickmode="linear",
+        tick0=0,
+        dtick=step,
+        tickformat=tickformat,
+        rangemode="tozero",
+        **selector,
+    )
+    return upper, step
+
+
+def apply_style(fig: go.Figure, *, paper: bool = False, legend_below: bool = True) -> go.Figure:
+    """Give ``fig`` the shared look, in place, and return it.
+
+    White template, DejaVu Sans, the screen or paper font sizes, light grid lines, and (with
+    ``legend_below``) a horizontal legend under the plot, clear of the panel label Gradio draws
+    at the top left of a plot.
+    """
+    size = _sizes(paper)
+    fig.update_layout(
+        template="plotly_white",
+        font={"family": FONT_FAMILY, "size": size["base"], "color": "#222222"},
+        title_font={"size": size["title"]},
+        legend_font={"size": size["legend"]},
+        hoverlabel={"font_size": 12},
+    )
+    if legend_below:
+        # Anchored to the container's bottom edge: plotly grows the bottom margin to fit it,
+        # whatever the axis titles take.
+        fig.update_layout(
+            legend={
+                "orientation": "h",
+                "yref": "container",
+                "y": 0.0,
+                "yanchor": "bottom",
+                "x": 0.0,
+                "xanchor": "left",
+            }
+        )
+    fig.update_xaxes(
+        tickfont_size=size["tick"], title_font_size=size["base"], gridcolor="#e6e6e6", zeroline=False
+    )
+    fig.update_yaxes(tickfont_size=size["tick"], title_font_size=size["base"], gridcolor="#e6e6e6")
+    if paper:
+        fig.update_layout(
+            width=PAPER_WIDTH_PX,
+            height=fig.layout.height if fig.layout.height else PAPER_HEIGHT_PX,
+            margin={"l": 80, "r": 80, "t": 40 if fig.layout.title.text else 20, "b": 20},
+        )
+    return fig
