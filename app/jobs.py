@@ -46,6 +46,15 @@ def probe_video(path: str | PathLike[str], *, progress: Any) -> dict[str, Any]:
     }
 
 
+def source_frame(info: Any, frame_index: int, *, progress: Any) -> Any:
+    """Frame ``frame_index`` of a probed video at its stored size, (H, W, 3) uint8 RGB (the
+    viewer's native-resolution view)."""
+    from backend.runs.source_frame import source_frame as decode
+
+    progress.enter("decode")
+    return decode(info, frame_index)
+
+
 def select_run(video: str, store: Any, options: Any, *, progress: Any) -> dict[str, Any]:
     """Run and store a selection of ``video``: the new run's id, ``how`` and its stage times."""
     from backend.runs import select_and_store
