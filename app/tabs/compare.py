@@ -66,8 +66,9 @@ CURSOR_JS = """
 }
 """
 
-# A click on the metric plot jumps every pane to that frame. Gradio replaces the plotly div on
-# every update, so a MutationObserver re-attaches the handler.
+# A click on the metric plot jumps every pane to that frame: the page's handler (app.browser_js)
+# reads the x of a click anywhere on the plot. This older handler caught data points only; it
+# stays for a tab mounted without the app's page script.
 PLOT_CLICK_JS = """
 const attach = () => {
   const gd = document.querySelector('#cmp_metrics .js-plotly-plot');
@@ -413,7 +414,6 @@ def build_compare_tab(ws: Workspace) -> None:
     gr.HTML(
         "",
         html_template=f"<style>{CSS}</style>",
-        js_on_load=PLOT_CLICK_JS,
         elem_id="cmp_setup",
         padding=False,
     )
