@@ -77,6 +77,11 @@ _PLOT_CLICKS = """
   const clickable = [['#timeline', 'jump_frame', 'jump_btn'], ['#signal_plots', 'jump_frame', 'jump_btn'],
                      ['#cmp_metrics', 'cmp_jump_frame', 'cmp_jump_btn']];
   const attach = () => {
+    const holder = document.querySelector('#frame');
+    if (holder && !holder.__lensFit && window.ResizeObserver) {
+      holder.__lensFit = true;
+      new ResizeObserver(() => L.fit()).observe(holder);
+    }
     for (const [sel, box, btn] of clickable) {
       const gd = document.querySelector(sel + ' .js-plotly-plot');
       if (!gd || gd.__lensClick) continue;
@@ -139,6 +144,7 @@ _VIEWER = """
     if (!st || !im) return;
     const dar = Number(im.dataset.dar || 0) || (im.naturalWidth / Math.max(1, im.naturalHeight)) || 16 / 9;
     const availW = st.parentElement.clientWidth;
+    if (!availW) return;  // a hidden tab: fitted again when it shows (ResizeObserver below)
     const maxH = Math.max(200, window.innerHeight * Number(st.dataset.vh || 0.56));
     const w = Math.min(availW, maxH * dar);
     st.style.width = w + 'px';
@@ -272,10 +278,12 @@ _VIEWER = """
     }
     const fps = Number(document.querySelector('#play_rate')?.value || 4);
     if (btn) btn.textContent = '❚❚ pause';
+    // The slider itself is moved (as a drag would): its change shows the frame, no server event.
     L.playing = setInterval(() => {
       const input = document.querySelector('#frame_slider input[type=range]');
       if (!input || Number(input.value) >= Number(input.max)) { L.play(); return; }
-      press('k_next');
+      input.value = String(Number(input.value) + 1);
+      input.dispatchEvent(new Event('input', {bubbles: true}));
     }, 1000 / fps);
   };
   L.setB = () => {

@@ -562,12 +562,14 @@ def wire_inspect_tab(
             [rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat],
             [tab.colour_legend, tab.heat_legend],
             api_name=False,
+            show_progress="hidden",
         )
     tab.slider.change(
         lambda r, row, g: follow_group(ws, r, row, g),
         [rid, tab.slider, tab.group_pick],
         [tab.group_pick, tab.steps_plot],
         api_name=False,
+        show_progress="hidden",
     )
     for action, button in [*shared.key_buttons.items(), *tab.steps.items()]:
         if action in STEP_JS:

@@ -25,7 +25,7 @@ def signal_unit(result: RunResult, cell_px: float | None) -> str:
     key = result.decoded.grid_key
     if key in SIGNAL_UNITS:
         return SIGNAL_UNITS[key]
-    size = "" if cell_px is None else f" per {cell_px:g}×{cell_px:g} px cell"
+    size = "" if cell_px is None else f" per {cell_px:.0f}×{cell_px:.0f} px cell"
     return f"bits{size}" if "bit" in key or key == "bitcost" else f"{key}{size}"
 
 
