@@ -132,7 +132,7 @@ def frame_html(url: str | None, result: RunResult | None = None) -> str:
     data = f'data-pw="{w}" data-ph="{h}" data-nw="{info.width}" data-nh="{info.height}"'
     data += f' data-dar="{info.display_aspect:.6f}"'
     return (
-        '<div id="frame_stage" data-vh="0.5"><div id="frame_zoom">'
+        '<div id="frame_stage" data-vh="0.46"><div id="frame_zoom">'
         f'<img id="frame_img" src="{html.escape(url)}" alt="frame" draggable="false" {data}>'
         '<div id="block_hover" class="lens-box"></div><div id="block_pin" class="lens-box lens-pin"></div>'
         "</div></div>"
