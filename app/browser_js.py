@@ -229,7 +229,7 @@ _VIEWER = """
     L.drawBoxes();
   };
   // Called by the slider's change (SRC_JS) and the controls: show row `row` with these layers.
-  L.show = (row, run, layers, opacity, cmap, scale, heat, framesJson) => {
+  L.show = (row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
     if (!run) return;
     if (framesJson !== L.framesJson) {
       L.framesJson = framesJson;
@@ -237,7 +237,7 @@ _VIEWER = """
     }
     L.row = Math.round(row);
     L.params = {run: run, row: String(L.row), l: (layers || []).join(','), o: String(opacity), c: cmap,
-      s: scale, h: heat || 'block'};
+      s: scale, h: heat || 'block', k: (codec || []).join(',')};
     L.render();
     const seq = (L.infoSeq = (L.infoSeq || 0) + 1);
     fetch('lens/info?' + q({run: run, row: String(L.row)}))

@@ -82,6 +82,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     start_pool(ws)
     cache = JpegCache(budget_bytes=inspect.JPEG_CACHE_BYTES)
     sources = inspect_routes.SourceFrames(ws)
+    sides = inspect_routes.CodecSides(ws)
     with gr.Blocks(title="Codec Lens", delete_cache=(600, 1200)) as demo:
         gr.Markdown("# Codec Lens\nWhat the codec-native selector kept, and why. Press `?` for keys.")
         shared = inspect.build_shared_controls()
@@ -108,8 +109,11 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
             [shared.run_id, run_tab.sessions.runs, run_tab.sessions.open_pick],
             api_name=False,
         )
-        demo.lens_render_jpeg = functools.partial(inspect.render_jpeg, ws, cache)  # served by app.server
-        demo.lens_render_native = functools.partial(inspect_routes.render_native_jpeg, ws, cache, sources)
+        # Served by app.server.
+        demo.lens_render_jpeg = functools.partial(inspect.render_jpeg, ws, cache, sides=sides)
+        demo.lens_render_native = functools.partial(
+            inspect_routes.render_native_jpeg, ws, cache, sources, sides=sides
+        )
         demo.lens_info = functools.partial(inspect.info_fragment, ws)
         demo.lens_block = functools.partial(inspect_routes.block_fragment, ws, sources)
         demo.lens_cache = cache  # kept on the Blocks for benches

@@ -193,8 +193,9 @@ def mount_frame_routes(
         s: str = Query("frame", max_length=16),
         h: str = Query("block", max_length=16),
         f: str = Query("", max_length=16),  # a frame index: the candidate nearest it (A/B flip)
+        k: str = Query("", max_length=32),  # codec layers: mv, qp
     ) -> Response:
-        return jpeg(render_jpeg, run, row, l, o, c, s, h, f or None)
+        return jpeg(render_jpeg, run, row, l, o, c, s, h, f or None, k)
 
     def native(
         run: str = Query(..., max_length=64),
@@ -205,9 +206,10 @@ def mount_frame_routes(
         s: str = Query("frame", max_length=16),
         h: str = Query("block", max_length=16),
         f: str = Query("", max_length=16),
+        k: str = Query("", max_length=32),
     ) -> Response:
         assert render_native is not None
-        return jpeg(render_native, run, row, l, o, c, s, h, f or None)
+        return jpeg(render_native, run, row, l, o, c, s, h, f or None, k)
 
     def info(run: str = Query(..., max_length=64), row: int = Query(..., ge=0)) -> Response:
         try:

@@ -33,9 +33,9 @@ __all__ = ["JPEG_CACHE_BYTES", "info_fragment", "render_jpeg"]
 # browser (app.browser_js, window.__lens.show), so a frame step costs one cached GET instead of a
 # queued Gradio event plus a file copy (measured: bench/scrub.py).
 SRC_JS = """
-(row, run, layers, opacity, cmap, scale, heat, framesJson) => {
+(row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
   const L = window.__lens;
-  if (L && L.show) L.show(row, run, layers, opacity, cmap, scale, heat, framesJson);
+  if (L && L.show) L.show(row, run, layers, opacity, cmap, scale, heat, framesJson, codec);
   return [];
 }
 """
@@ -167,18 +167,31 @@ def info_of(ws: Workspace, run_id: str, row: float) -> str:
 
 
 def legends_of(
-    ws: Workspace, run_id: str, layers: list[str], opacity: float, cmap: str, scale: str, heat: str
+    ws: Workspace,
+    run_id: str,
+    layers: list[str],
+    opacity: float,
+    cmap: str,
+    scale: str,
+    heat: str,
+    codec: list[str] | None = None,
 ) -> tuple[str, str]:
-    """The colour legend of the chosen layers and the heatmap's bar with its unit and range."""
+    """The colour legend of the chosen layers (and codec layers) and the heatmap's bar with its
+    unit and range."""
+    from backend.runs.source_frame import codec_layer_support
+    from views.inspector.codec_layers import codec_layer_note, parse_codec_layers
     from views.inspector.legend import prepare_colour_legend, prepare_heat_legend
 
     try:
         opts = layer_options(layers or [], opacity, cmap, scale, heat)
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
+    kinds = parse_codec_layers(codec)
     if not run_id:
-        return prepare_colour_legend(opts), ""
-    return prepare_colour_legend(opts), prepare_heat_legend(result_of(ws, run_id), opts)
+        return prepare_colour_legend(opts, kinds), ""
+    result = result_of(ws, run_id)
+    note = codec_layer_note(codec_layer_support(result.info.codec_name), result.info.codec_name, kinds)
+    return prepare_colour_legend(opts, kinds, note), prepare_heat_legend(result, opts)
 
 
 def summary_of(ws: Workspace, run_id: str, result: RunResult) -> str:
@@ -416,6 +429,7 @@ class InspectTab:
     colour_legend: Any
     heat_legend: Any
     layers: Any
+    codec: Any
     heat: Any
     opacity: Any
     colormap: Any
@@ -451,6 +465,7 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
     per-frame plots, the timeline and the group stepper."""
     from app.tabs.run import option_controls
     from backend.render import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
+    from views.inspector.codec_layers import CODEC_LAYER_LABELS, CODEC_LAYERS
     from views.inspector.frame_layers import COLORMAPS, SCALES
 
     with gr.Row(equal_height=False):
@@ -468,6 +483,12 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
                 value=list(DEFAULT_LAYERS),
                 label="Layers",
                 elem_id="layers",
+            )
+            codec = gr.CheckboxGroup(
+                [(CODEC_LAYER_LABELS[n], n) for n in CODEC_LAYERS],
+                value=[],
+                label="Codec layers (decoded once per run in a worker)",
+                elem_id="codec_layers",
             )
             with gr.Row():
                 heat = gr.Radio(list(HEAT_CHOICES), value=DEFAULT_HEAT, label="Heatmap shows", elem_id="heat")
@@ -500,6 +521,7 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
         colour_legend=colour_legend,
         heat_legend=heat_legend,
         layers=layers,
+        codec=codec,
         heat=heat,
         opacity=opacity,
         colormap=colormap,
@@ -554,12 +576,13 @@ def wire_inspect_tab(
         api_name=False,
     )
     src_inputs = [tab.slider, rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, shared.frames]
-    for c in [tab.slider, rid, *tab.view_controls[1:]]:
+    src_inputs.append(tab.codec)
+    for c in [tab.slider, rid, *tab.view_controls[1:], tab.codec]:
         c.change(None, src_inputs, None, js=SRC_JS, api_name=False)
-    for c in tab.view_controls[1:]:
+    for c in [*tab.view_controls[1:], tab.codec]:
         c.change(
-            lambda r, lay, op, cm, sc, ht: legends_of(ws, r, lay, op, cm, sc, ht),
-            [rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat],
+            lambda r, lay, op, cm, sc, ht, k: legends_of(ws, r, lay, op, cm, sc, ht, k),
+            [rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, tab.codec],
             [tab.colour_legend, tab.heat_legend],
             api_name=False,
             show_progress="hidden",

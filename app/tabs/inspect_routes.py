@@ -80,6 +80,45 @@ class SourceFrames:
             return frame
 
 
+class CodecSides:
+    """Motion vectors and per-block QP of a run's candidates, read in one decode pass in the worker
+    pool (app.jobs.codec_side_data) the first time a codec layer is asked for; a few runs kept."""
+
+    def __init__(self, ws: Workspace, keep: int = 2) -> None:
+        self._ws = ws
+        self._keep = keep
+        self._runs: OrderedDict[str, dict[int, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def frame(self, run_id: str, frame_index: int) -> dict[str, Any] | None:
+        from app import jobs
+        from app.workers import run_job
+
+        with self._lock:
+            if run_id not in self._runs:
+                result = self._ws.result(run_id)
+                frames = sorted({int(f) for f in result.candidates.frame_indices.tolist()})
+                self._runs[run_id] = run_job(
+                    self._ws.pool, jobs.codec_side_data, result.info, frames, subject="codec layers"
+                )
+                while len(self._runs) > self._keep:
+                    self._runs.popitem(last=False)
+            self._runs.move_to_end(run_id)
+            return self._runs[run_id].get(int(frame_index))
+
+
+def _with_codec_layers(
+    image: np.ndarray, sides: CodecSides | None, run_id: str, result: RunResult, row: int, codec: str
+) -> np.ndarray:
+    from views.inspector.codec_layers import draw_codec_layers, parse_codec_layers
+
+    layers = parse_codec_layers(codec)
+    if not layers or sides is None:
+        return image
+    side = sides.frame(run_id, int(result.candidates.frame_indices[row]))
+    return draw_codec_layers(image, side, (result.info.height, result.info.width), layers)
+
+
 def render_jpeg(
     ws: Workspace,
     cache: JpegCache,
@@ -91,21 +130,28 @@ def render_jpeg(
     scale: str,
     heat: str = DEFAULT_HEAT,
     frame: str | None = None,
+    codec: str = "",
+    sides: CodecSides | None = None,
 ) -> bytes:
     """JPEG bytes of one frame for the frame route; its neighbours go to the prefetcher.
 
+    ``codec``: codec layers (``mv``, ``qp``) drawn over it from ``sides``.
     Raises the backend's errors, and ValueError for a row outside the run.
     """
+    from views.inspector.codec_layers import parse_codec_layers
     from views.inspector.frame_layers import prepare_frame_layers
 
     result = ws.result(run_id)
     row = resolve_row(result, row, frame)
     n = int(result.candidates.frame_indices.size)
     opts = layer_options(layers, opacity, cmap, scale, heat)
+    kinds = ",".join(parse_codec_layers(codec))
 
     def job(r: int) -> tuple[Any, Any]:
-        key = (run_id, r, opts)
-        return key, lambda: prepare_frame_layers(result, r, opts).image
+        key = (run_id, r, opts, kinds)
+        return key, lambda: _with_codec_layers(
+            prepare_frame_layers(result, r, opts).image, sides, run_id, result, r, kinds
+        )
 
     data = cache.get(*job(row))
     near = [row + d for d in range(1, PREFETCH_AHEAD + 1)] + [row - d for d in range(1, PREFETCH_BEHIND + 1)]
@@ -125,19 +171,24 @@ def render_native_jpeg(
     scale: str,
     heat: str = DEFAULT_HEAT,
     frame: str | None = None,
+    codec: str = "",
+    sides: CodecSides | None = None,
 ) -> bytes:
     """JPEG bytes of one candidate frame decoded at its source size (in a worker), layers drawn."""
     from backend.render import cached_plan, draw_native
+    from views.inspector.codec_layers import parse_codec_layers
 
     result = ws.result(run_id)
     row = resolve_row(result, row, frame)
     opts = layer_options(layers, opacity, cmap, scale, heat)
     fid = int(result.candidates.frame_indices[row])
+    kinds = ",".join(parse_codec_layers(codec))
 
     def draw() -> np.ndarray:
-        return draw_native(result, row, cached_plan(result, opts), sources.get(run_id, fid))
+        image = draw_native(result, row, cached_plan(result, opts), sources.get(run_id, fid))
+        return _with_codec_layers(image, sides, run_id, result, row, kinds)
 
-    return cache.get((run_id, row, opts, "native"), draw)
+    return cache.get((run_id, row, opts, kinds, "native"), draw)
 
 
 def info_fragment(ws: Workspace, run_id: str, row: int) -> str:

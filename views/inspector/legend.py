@@ -35,14 +35,27 @@ def _swatch(rgb: tuple[int, int, int], *, outline: bool) -> str:
     return f'<span class="lens-swatch" style="{style}"></span>'
 
 
-def prepare_colour_legend(options: LayerOptions) -> str:
-    """HTML: one line per overlay colour, the layers that are on first; the others greyed."""
+def prepare_colour_legend(options: LayerOptions, codec: tuple[str, ...] = (), note: str = "") -> str:
+    """HTML: one line per overlay colour, the layers that are on first, the others greyed; then
+    the codec layers (``codec``: those on) and ``note`` (what this codec cannot show)."""
+    from views.inspector.codec_layers import MV_FUTURE_RGB, MV_PAST_RGB
+
     lines = []
     for flag, rgb, name, meaning in sorted(_ENTRIES, key=lambda e: not getattr(options, e[0])):
         on = bool(getattr(options, flag))
         cls = "lens-on" if on else "lens-off"
         outline = flag in ("kept", "lost", "anchor_badge")
         lines.append(f'<div class="{cls}">{_swatch(rgb, outline=outline)} <b>{name}</b> — {meaning}</div>')
+    codec_entries = (
+        ("mv", MV_PAST_RGB, "motion vector", "arrow from the reference (past frame) to the block"),
+        ("mv", MV_FUTURE_RGB, "motion vector", "… from a future reference (B-frames)"),
+        ("qp", (253, 231, 37), "block QP", "tint: bright = fine quantisation (low QP), dark = coarse"),
+    )
+    for flag, rgb, name, meaning in codec_entries:
+        cls = "lens-on" if flag in codec else "lens-off"
+        lines.append(f'<div class="{cls}">{_swatch(rgb, outline=False)} <b>{name}</b> — {meaning}</div>')
+    if note:
+        lines.append(f"<div><i>{note}</i></div>")
     return '<div class="lens-legend">' + "".join(lines) + "</div>"
 
 

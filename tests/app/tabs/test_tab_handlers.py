@@ -221,3 +221,24 @@ def test_native_frames_and_the_block_readout_route(ws: Workspace, run_id: str) -
         ws, cache, run_id, 0, "kept", 0.5, "turbo", "frame", "block", str(frame_index)
     )
     assert flipped == inspect_routes.render_jpeg(ws, cache, run_id, 9, "kept", 0.5, "turbo", "frame", "block")
+
+
+def test_codec_layers_draw_vectors_and_qp(ws: Workspace, run_id: str) -> None:
+    from app.tabs import inspect_routes
+
+    cache = JpegCache(budget_bytes=8 << 20)
+    sides = inspect_routes.CodecSides(ws)
+    result = ws.result(run_id)
+    # A P or B frame of the H.264 sample: it has vectors and a QP table.
+    row = next(r for r, p in enumerate(result.decoded.pict_types) if p in ("P", "B"))
+    side = sides.frame(run_id, int(result.candidates.frame_indices[row]))
+    assert side is not None and side["mvs"].shape[1] == 8 and len(side["mvs"]) > 0 and side["qp"] is not None
+    plain = inspect_routes.render_jpeg(
+        ws, cache, run_id, row, "kept", 0.5, "turbo", "frame", "block", None, ""
+    )
+    args = (ws, cache, run_id, row, "kept", 0.5, "turbo", "frame", "block", None)
+    vectors = inspect_routes.render_jpeg(*args, "mv", sides=sides)
+    qp = inspect_routes.render_jpeg(*args, "qp", sides=sides)
+    assert len({plain, vectors, qp}) == 3
+    colour, _ = inspect.legends_of(ws, run_id, ["kept"], 0.5, "turbo", "frame", "block", ["mv", "qp"])
+    assert "motion vector" in colour and "block QP" in colour and "exports no" not in colour
