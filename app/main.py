@@ -84,7 +84,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     sources = inspect_routes.SourceFrames(ws)
     sides = inspect_routes.CodecSides(ws)
     with gr.Blocks(title="Codec Lens", delete_cache=(600, 1200)) as demo:
-        gr.Markdown("# Codec Lens\nWhat the codec-native selector kept, and why. Press `?` for keys.")
+        gr.Markdown("### Codec Lens · what the codec-native selector kept, and why. Press `?` for keys.")
         shared = inspect.build_shared_controls()
         with gr.Tabs():
             with gr.Tab("Inspect", id="inspect"):

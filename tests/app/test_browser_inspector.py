@@ -283,6 +283,23 @@ def test_canvases_open_on_the_viewed_frame(page: Any) -> None:
     page.get_by_role("tab", name="Inspect").click()
 
 
+def test_codec_layers_draw_motion_vectors(page: Any) -> None:
+    page.locator("#frame").scroll_into_view_if_needed()
+    _go(page, 13)
+    page.locator("#codec_layers label", has_text="motion vectors").click()
+    page.wait_for_function(
+        "() => { const i = document.querySelector('#frame_img');"
+        " return i.src.includes('k=mv') && i.complete && i.naturalWidth > 0; }",
+        timeout=60_000,
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#colour_legend .lens-on')]"
+        ".some((d) => d.innerText.includes('motion vector'))"
+    )
+    page.screenshot(path=str(ARTIFACTS / "inspector_motion_vectors.png"))
+    page.locator("#codec_layers label", has_text="motion vectors").click()
+
+
 def test_a_failed_run_shows_its_error_alone(page: Any, app: dict[str, Any]) -> None:
     page.get_by_role("tab", name="Run").click()
     path = page.locator("#video_path textarea, #video_path input").first
