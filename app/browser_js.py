@@ -1,4 +1,5 @@
-"""Browser-side snippets shared by the app's viewers: the page's key handler and frame steps."""
+"""Browser-side snippets shared by the app's viewers: the page's key handler, plot clicks, the frame
+viewer's zoom, pan, hover and playback, and the frame steps that need no server."""
 
 from __future__ import annotations
 
@@ -18,57 +19,353 @@ def step_js(slider_elem_id: str) -> dict[str, str]:
     }
 
 
-# Keys click hidden buttons; text inputs keep their keys. While the codec comparison panes
-# are on screen the same keys drive them (buttons cmp_*). Plot clicks and frame clicks
-# write into hidden textboxes and press hidden buttons. Gradio replaces the plotly div on
-# every update, so a MutationObserver re-attaches the click handler.
-KEY_JS = """
-() => {
-  const press = (id) => document.querySelector('#' + id)?.click();
-  const visible = (sel) => { const el = document.querySelector(sel); return !!(el && el.offsetParent); };
-  const fill = (sel, value) => {
-    const box = document.querySelector(sel + ' textarea, ' + sel + ' input');
-    if (!box) return false;
-    box.value = value;
-    box.dispatchEvent(new Event('input', {bubbles: true}));
-    return true;
+# Keys click hidden buttons. Text inputs keep their keys; a checkbox, radio or button that
+# keeps the focus after a click must not swallow them (issue 15, defect 2). While the codec
+# comparison panes are on screen the same keys drive them (buttons cmp_*).
+_KEYS = """
+  const textTypes = ['', 'text', 'number', 'search', 'email', 'password', 'url', 'tel', 'date', 'time'];
+  const typing = (el) => {
+    if (!el) return false;
+    if (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT') return true;
+    return el.tagName === 'INPUT' && textTypes.includes((el.getAttribute('type') || '').toLowerCase());
   };
   document.addEventListener('keydown', (e) => {
-    const tag = (e.target && e.target.tagName) || '';
-    if (['INPUT', 'TEXTAREA', 'SELECT'].includes(tag) && e.target.type !== 'range') return;
+    if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
     const map = {
       ArrowLeft: e.shiftKey ? 'prev_key' : 'prev',
       ArrowRight: e.shiftKey ? 'next_key' : 'next',
       ',': 'prev', '.': 'next', '[': 'prev_group', ']': 'next_group',
-      Home: 'home', End: 'end', '?': 'help',
+      Home: 'home', End: 'end', '?': 'help', ' ': 'play', 'b': 'flip', 'B': 'flip',
+      '+': 'zoom_in', '=': 'zoom_in', '-': 'zoom_out', '0': 'zoom_fit',
     };
     const action = map[e.key];
     if (!action) return;
+    // Space keeps its own meaning on a focused control (toggle a checkbox, press a button).
+    if (action === 'play' && e.target && ['INPUT', 'BUTTON'].includes(e.target.tagName)) return;
     const compare = visible('#compare_panes') && !visible('#frame_img');
-    const id = action === 'help' ? 'k_help' : (compare ? 'cmp_' : 'k_') + action;
-    if (!document.querySelector('#' + id)) return;
+    const viewerActions = ['play', 'flip', 'zoom_in', 'zoom_out', 'zoom_fit'];
+    if (action === 'help') {
+      toggleHelp();
+    } else if (viewerActions.includes(action)) {
+      if (compare || !visible('#frame_img')) return;
+      L[action]();
+    } else {
+      const id = (compare ? 'cmp_' : 'k_') + action;
+      if (!document.querySelector('#' + id)) return;
+      press(id);
+    }
     e.preventDefault();
     e.stopPropagation();
-    press(id);
   }, true);
-  document.addEventListener('click', (e) => {
-    const img = e.target;
-    if (!img || img.id !== 'frame_img' || !img.naturalWidth) return;
-    const r = img.getBoundingClientRect();
-    const x = Math.floor((e.clientX - r.left) * img.naturalWidth / r.width);
-    const y = Math.floor((e.clientY - r.top) * img.naturalHeight / r.height);
-    if (fill('#block_xy', x + ',' + y)) setTimeout(() => press('block_btn'), 30);
-  });
+"""
+
+# A click anywhere on a plot's area jumps to the frame under the cursor: plotly_click fires
+# only on data points, so the click's x is read off the x axis (issue 15, defect 1). Gradio
+# replaces the plotly div on every update, so a MutationObserver re-attaches the handler.
+_PLOT_CLICKS = """
+  const plotX = (gd, ev) => {
+    const xa = gd._fullLayout && gd._fullLayout.xaxis;
+    if (!xa || !xa.p2c) return null;
+    const r = gd.getBoundingClientRect();
+    const px = ev.clientX - r.left - xa._offset;
+    const size = gd._fullLayout._size;
+    const py = ev.clientY - r.top;
+    if (px < 0 || px > xa._length || py < size.t || py > gd._fullLayout.height - size.b) return null;
+    const x = xa.p2c(px);
+    return Number.isFinite(x) ? x : null;
+  };
+  const clickable = [['#timeline', 'jump_frame', 'jump_btn'], ['#signal_plots', 'jump_frame', 'jump_btn'],
+                     ['#cmp_metrics', 'cmp_jump_frame', 'cmp_jump_btn']];
   const attach = () => {
-    const gd = document.querySelector('#timeline .js-plotly-plot');
-    if (!gd || gd.__lensClick || !gd.on) return;
-    gd.__lensClick = true;
-    gd.on('plotly_click', (ev) => {
-      if (!ev.points.length) return;
-      if (fill('#jump_frame', String(Math.round(ev.points[0].x)))) setTimeout(() => press('jump_btn'), 50);
-    });
+    const holder = document.querySelector('#frame');
+    if (holder && !holder.__lensFit && window.ResizeObserver) {
+      holder.__lensFit = true;
+      new ResizeObserver(() => L.fit()).observe(holder);
+    }
+    for (const [sel, box, btn] of clickable) {
+      const gd = document.querySelector(sel + ' .js-plotly-plot');
+      if (!gd || gd.__lensClick) continue;
+      gd.__lensClick = true;
+      let down = null;
+      gd.addEventListener('mousedown', (ev) => { down = [ev.clientX, ev.clientY]; }, true);
+      gd.addEventListener('click', (ev) => {
+        // A drag (zoom box, pan) is not a click.
+        if (down && Math.hypot(ev.clientX - down[0], ev.clientY - down[1]) > 4) return;
+        const x = plotX(gd, ev);
+        if (x === null) return;
+        if (fill('#' + box, String(Math.round(x)))) setTimeout(() => press(btn), 30);
+      }, true);
+    }
   };
   new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
   attach();
-}
 """
+
+# The frame viewer: its image URL (processed or, when zoomed in, native pixels), the info line,
+# the plots' cursors, zoom and pan, the block and pixel readout under the cursor, the pinned
+# block, playback and the A/B flip. Everything is state in window.__lens (L).
+_VIEWER = """
+  const L = (window.__lens = window.__lens || {z: 1, tx: 0, ty: 0, native: false, pin: null, hover: null,
+    params: null, playing: null, b: null, flipped: false, seq: 0});
+  const q = (o) => new URLSearchParams(o).toString();
+  const stage = () => document.querySelector('#frame_stage');
+  const img = () => document.querySelector('#frame_img');
+  L.urlFor = (p, nat) => (nat ? 'lens/native?' : 'lens/frame?') + q(p);
+  L.shown = () => (L.flipped && L.b ? Object.assign({}, L.b, {f: String(L.frameIndex())}) : L.params);
+  L.frameIndex = () => {
+    const fr = L.frames || [];
+    return fr[Math.max(0, Math.min(fr.length - 1, L.row))] ?? L.row;
+  };
+  L.wantNative = () => {
+    const im = img(), st = stage();
+    if (!im || !st || !L.nativeAllowed() || L.z <= 1.01) return false;
+    const pw = Number(im.dataset.pw || 0), nw = Number(im.dataset.nw || 0);
+    // Native pixels once the processed frame would be magnified on screen, if the source has more.
+    return nw > pw && L.z * st.clientWidth > pw;
+  };
+  L.nativeAllowed = () => {
+    const c = document.querySelector('#native_toggle input');
+    return !c || c.checked;
+  };
+  L.render = () => {
+    const im = img();
+    if (!im || !L.params) return;
+    const nat = L.wantNative();
+    L.native = nat;
+    const url = L.urlFor(L.shown(), nat);
+    if (im.getAttribute('src') !== url) im.setAttribute('src', url);
+    const tag = document.querySelector('#frame_mode');
+    const side = L.flipped ? 'B · ' : (L.b ? 'A · ' : '');
+    const zoomed = L.z > 1.01 ? ' · ×' + L.z.toFixed(1) : '';
+    if (tag) tag.textContent = side + (nat ? 'native pixels' : 'processed pixels') + zoomed;
+  };
+  L.fit = () => {
+    const st = stage(), im = img();
+    if (!st || !im) return;
+    const dar = Number(im.dataset.dar || 0) || (im.naturalWidth / Math.max(1, im.naturalHeight)) || 16 / 9;
+    const availW = st.parentElement.clientWidth;
+    if (!availW) return;  // a hidden tab: fitted again when it shows (ResizeObserver below)
+    const maxH = Math.max(200, window.innerHeight * Number(st.dataset.vh || 0.56));
+    const w = Math.min(availW, maxH * dar);
+    st.style.width = w + 'px';
+    st.style.height = (w / dar) + 'px';
+    L.applyZoom();
+  };
+  L.applyZoom = () => {
+    const st = stage(), zoom = document.querySelector('#frame_zoom');
+    if (!st || !zoom) return;
+    const w = st.clientWidth, h = st.clientHeight;
+    L.tx = Math.min(0, Math.max(w - w * L.z, L.tx));
+    L.ty = Math.min(0, Math.max(h - h * L.z, L.ty));
+    zoom.style.transform = `translate(${L.tx}px, ${L.ty}px) scale(${L.z})`;
+    L.drawBoxes();
+  };
+  L.zoomAt = (factor, cx, cy) => {
+    const st = stage();
+    if (!st) return;
+    const z = Math.max(1, Math.min(16, L.z * factor));
+    const r = st.getBoundingClientRect();
+    const x = (cx ?? r.left + r.width / 2) - r.left, y = (cy ?? r.top + r.height / 2) - r.top;
+    L.tx = x - (x - L.tx) * z / L.z;
+    L.ty = y - (y - L.ty) * z / L.z;
+    L.z = z;
+    L.applyZoom();
+    L.render();
+  };
+  L.zoom_in = () => L.zoomAt(1.5);
+  L.zoom_out = () => L.zoomAt(1 / 1.5);
+  L.zoom_fit = () => { L.z = 1; L.tx = 0; L.ty = 0; L.applyZoom(); L.render(); };
+  // Processed-frame pixel under a mouse event (null outside the image).
+  L.pixelOf = (ev) => {
+    const im = img();
+    if (!im || !im.dataset.pw) return null;
+    const r = im.getBoundingClientRect();
+    const fx = (ev.clientX - r.left) / r.width, fy = (ev.clientY - r.top) / r.height;
+    if (fx < 0 || fy < 0 || fx >= 1 || fy >= 1) return null;
+    return [Math.floor(fx * Number(im.dataset.pw)), Math.floor(fy * Number(im.dataset.ph)), fx, fy];
+  };
+  L.box = (el, b) => {
+    const im = img();
+    if (!el) return;
+    if (!b || !im || !im.dataset.pw) { el.style.display = 'none'; return; }
+    const sx = 100 / Number(im.dataset.pw), sy = 100 / Number(im.dataset.ph);
+    Object.assign(el.style, {display: 'block', left: b[0] * sx + '%', top: b[1] * sy + '%',
+      width: b[2] * sx + '%', height: b[3] * sy + '%'});
+  };
+  L.drawBoxes = () => {
+    L.box(document.querySelector('#block_pin'), L.pin && L.pin.row === L.row ? L.pin.box : null);
+    L.box(document.querySelector('#block_hover'), L.hover && L.hover.row === L.row ? L.hover.box : null);
+  };
+  L.fetchBlock = (xy, then) => {
+    if (!L.params) return;
+    const seq = ++L.seq;
+    const p = L.shown();
+    const o = {run: p.run, row: p.row, x: xy[0], y: xy[1], h: p.h || 'block', n: L.native ? '1' : '0'};
+    if (p.f !== undefined) o.f = p.f;
+    fetch('lens/block?' + q(o)).then((r) => (r.ok ? r.json() : null)).then((d) => {
+      if (d && (seq === L.seq || then === 'pin')) (then === 'pin' ? L.showPin : L.showHover)(d, xy);
+    }).catch(() => {});
+  };
+  L.showHover = (d, xy) => {
+    L.hover = {row: L.row, box: d.box, key: d.key};
+    const el = document.querySelector('#block_info');
+    if (el) el.innerHTML = d.html;
+    const px = document.querySelector('#pixel_info');
+    if (px) px.innerHTML = d.pixel;
+    L.drawBoxes();
+  };
+  L.showPin = (d, xy) => {
+    L.pin = {row: L.row, box: d.box, xy: xy, html: d.html};
+    const el = document.querySelector('#block_info');
+    if (el) el.innerHTML = d.html;
+    const px = document.querySelector('#pixel_info');
+    if (px) px.innerHTML = d.pixel;
+    L.drawBoxes();
+  };
+  L.onLeave = () => {
+    L.hover = null;
+    const el = document.querySelector('#block_info');
+    if (el && L.pin && L.pin.row === L.row) el.innerHTML = L.pin.html;
+    L.drawBoxes();
+  };
+  // Called by the slider's change (SRC_JS) and the controls: show row `row` with these layers.
+  L.show = (row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
+    if (!run) return;
+    if (framesJson !== L.framesJson) {
+      L.framesJson = framesJson;
+      try { L.frames = JSON.parse(framesJson || '[]'); } catch (err) { L.frames = []; }
+    }
+    L.row = Math.round(row);
+    L.params = {run: run, row: String(L.row), l: (layers || []).join(','), o: String(opacity), c: cmap,
+      s: scale, h: heat || 'block', k: (codec || []).join(',')};
+    L.render();
+    const seq = (L.infoSeq = (L.infoSeq || 0) + 1);
+    fetch('lens/info?' + q({run: run, row: String(L.row)}))
+      .then((r) => (r.ok ? r.text() : null))
+      .then((t) => {
+        const el = document.querySelector('#frame_info_text');
+        if (t !== null && el && seq === L.infoSeq) el.innerHTML = t;
+      })
+      .catch(() => {});
+    if (L.pin) {
+      if (L.pin.row !== L.row) L.fetchBlock(L.pin.xy, 'pin');
+    }
+    L.drawBoxes();
+    L.cursor(L.frameIndex());
+  };
+  // Plot cursors follow the viewer; debounced, since a relayout redraws the plot (~60 ms).
+  L.cursor = (f) => {
+    clearTimeout(L.cursorTimer);
+    L.cursorTimer = setTimeout(() => {
+      for (const sel of ['#timeline', '#signal_plots']) {
+        const gd = document.querySelector(sel + ' .js-plotly-plot');
+        if (!gd || !window.Plotly || !gd.layout || !gd.layout.shapes) continue;
+        const upd = {};
+        gd.layout.shapes.forEach((s, i) => {
+          if (s.name === 'cursor') { upd[`shapes[${i}].x0`] = f; upd[`shapes[${i}].x1`] = f; }
+        });
+        if (Object.keys(upd).length) window.Plotly.relayout(gd, upd);
+      }
+    }, 250);
+  };
+  L.play = () => {
+    const btn = document.querySelector('#play_btn');
+    if (L.playing) {
+      clearInterval(L.playing);
+      L.playing = null;
+      if (btn) btn.textContent = '▶ play';
+      return;
+    }
+    const fps = Number(document.querySelector('#play_rate')?.value || 4);
+    if (btn) btn.textContent = '❚❚ pause';
+    // The slider itself is moved (as a drag would): its change shows the frame, no server event.
+    L.playing = setInterval(() => {
+      const input = document.querySelector('#frame_slider input[type=range]');
+      if (!input || Number(input.value) >= Number(input.max)) { L.play(); return; }
+      input.value = String(Number(input.value) + 1);
+      input.dispatchEvent(new Event('input', {bubbles: true}));
+    }, 1000 / fps);
+  };
+  L.setB = () => {
+    if (!L.params) return;
+    L.b = Object.assign({}, L.params);
+    delete L.b.row;
+    const tag = document.querySelector('#b_label');
+    if (tag) tag.textContent = 'B = run ' + L.b.run + ' · ' + (L.b.l || 'no layers') + ' · heat ' + L.b.h;
+    L.render();
+  };
+  L.flip = () => {
+    if (!L.b) L.setB();
+    L.flipped = !L.flipped;
+    L.render();
+  };
+  document.addEventListener('click', (ev) => {
+    const id = ev.target && ev.target.id;
+    const acts = {zoom_in_btn: 'zoom_in', zoom_out_btn: 'zoom_out', zoom_fit_btn: 'zoom_fit',
+      play_btn: 'play', set_b_btn: 'setB', flip_btn: 'flip'};
+    if (acts[id]) { ev.preventDefault(); L[acts[id]](); }
+  });
+  // Drag pans; a click without a drag pins the block under the cursor.
+  let drag = null;
+  document.addEventListener('mousedown', (ev) => {
+    const st = stage();
+    if (!st || !st.contains(ev.target) || ev.button !== 0) return;
+    drag = {x: ev.clientX, y: ev.clientY, tx: L.tx, ty: L.ty, moved: false};
+    ev.preventDefault();
+  });
+  document.addEventListener('mousemove', (ev) => {
+    if (drag) {
+      const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+      if (Math.hypot(dx, dy) > 3) drag.moved = true;
+      if (drag.moved && L.z > 1) { L.tx = drag.tx + dx; L.ty = drag.ty + dy; L.applyZoom(); }
+      return;
+    }
+    const st = stage();
+    if (!st || !st.contains(ev.target)) return;
+    const xy = L.pixelOf(ev);
+    if (!xy) return;
+    const now = performance.now();
+    if (L.lastMove && now - L.lastMove < 40) return;
+    L.lastMove = now;
+    L.fetchBlock(xy, 'hover');
+  });
+  document.addEventListener('mouseup', (ev) => {
+    const d = drag;
+    drag = null;
+    if (!d || d.moved) return;
+    const xy = L.pixelOf(ev);
+    if (xy) L.fetchBlock(xy, 'pin');
+  });
+  document.addEventListener('mouseout', (ev) => {
+    const st = stage();
+    if (st && st.contains(ev.target) && !st.contains(ev.relatedTarget)) L.onLeave();
+  });
+  document.addEventListener('wheel', (ev) => {
+    const st = stage();
+    if (!st || !st.contains(ev.target)) return;
+    ev.preventDefault();
+    L.zoomAt(ev.deltaY < 0 ? 1.25 : 0.8, ev.clientX, ev.clientY);
+  }, {passive: false});
+  document.addEventListener('load', (ev) => {
+    if (ev.target && ev.target.id === 'frame_img') L.fit();
+  }, true);
+  window.addEventListener('resize', () => L.fit());
+  const help = () => document.querySelector('#key_map');
+  const toggleHelp = () => { const h = help(); if (h) h.classList.toggle('lens-open'); };
+"""
+
+KEY_JS = (
+    "() => {\n"
+    "  const press = (id) => document.querySelector('#' + id)?.click();\n"
+    "  const visible = (sel) => {\n"
+    "    const el = document.querySelector(sel);\n"
+    "    return !!(el && el.offsetParent);\n"
+    "  };\n"
+    "  const fill = (sel, value) => {\n"
+    "    const box = document.querySelector(sel + ' textarea, ' + sel + ' input');\n"
+    "    if (!box) return false;\n"
+    "    box.value = value;\n"
+    "    box.dispatchEvent(new Event('input', {bubbles: true}));\n"
+    "    return true;\n"
+    "  };\n" + _VIEWER + _KEYS + _PLOT_CLICKS + "}\n"
+)

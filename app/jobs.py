@@ -46,6 +46,23 @@ def probe_video(path: str | PathLike[str], *, progress: Any) -> dict[str, Any]:
     }
 
 
+def source_frame(info: Any, frame_index: int, *, progress: Any) -> Any:
+    """Frame ``frame_index`` of a probed video at its stored size, (H, W, 3) uint8 RGB (the
+    viewer's native-resolution view)."""
+    from backend.runs.source_frame import source_frame as decode
+
+    progress.enter("decode")
+    return decode(info, frame_index)
+
+
+def codec_side_data(info: Any, frame_indices: list[int], *, progress: Any) -> Any:
+    """Motion vectors and per-block QP of a run's candidate frames (the viewer's codec layers)."""
+    from backend.runs.source_frame import codec_side_data as read
+
+    progress.enter("decode")
+    return read(info, frame_indices)
+
+
 def select_run(video: str, store: Any, options: Any, *, progress: Any) -> dict[str, Any]:
     """Run and store a selection of ``video``: the new run's id, ``how`` and its stage times."""
     from backend.runs import select_and_store

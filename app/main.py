@@ -13,10 +13,35 @@ if TYPE_CHECKING:
 
 # Hidden, not invisible: Gradio leaves visible=False components out of the page, and the
 # key handler must be able to click them.
-CSS = (
-    "#hidden_controls, #compare_hidden { display: none !important; }"
-    " #frame_img { width: 100%; height: auto; cursor: crosshair; display: block; }"
-)
+CSS = """
+#hidden_controls, #compare_hidden { display: none !important; }
+#frame_stage { position: relative; overflow: hidden; margin: 0 auto; background: #111; cursor: crosshair; }
+#frame_zoom { position: relative; width: 100%; height: 100%; transform-origin: 0 0; }
+#frame_img { width: 100%; height: 100%; display: block; user-select: none; -webkit-user-drag: none; }
+.lens-box { position: absolute; display: none; pointer-events: none; box-sizing: border-box;
+  border: 2px dashed #ffffff; box-shadow: 0 0 0 1px #000; }
+.lens-box.lens-pin { border: 2px solid #00ff66; }
+#frame_tools { display: flex; gap: 6px; align-items: center; flex-wrap: wrap; font-size: 13px; }
+#frame_tools button { padding: 1px 8px; border: 1px solid #bbb; border-radius: 4px; background: #f4f4f4; }
+#frame_tools .lens-sep { width: 10px; }
+#frame_mode, #b_label { color: #666; }
+#frame_info_text { font-size: 14px; padding: 4px 0; }
+#key_map { display: none; }
+#key_map.lens-open { display: block; border: 1px solid #ccc; padding: 6px; }
+.lens-readout, .lens-cells { border-collapse: collapse; font-size: 13px; }
+.lens-readout th { text-align: left; padding: 2px 8px 2px 0; vertical-align: top; white-space: nowrap; }
+.lens-readout td { padding: 2px 0; }
+.lens-cells td { border: 1px solid #ccc; padding: 1px 5px; text-align: right; font-family: monospace; }
+.lens-kept { color: #c02000; } .lens-lost { color: #a07000; } .lens-none { color: #555; }
+.lens-swatch { display: inline-block; width: 12px; height: 12px; vertical-align: middle;
+  border: 1px solid #888; }
+.lens-legend { font-size: 12px; line-height: 1.5; }
+.lens-legend .lens-off { opacity: 0.45; }
+.lens-bar { height: 14px; border: 1px solid #888; }
+.lens-heat { font-size: 12px; }
+.lens-heat-range { display: flex; justify-content: space-between; }
+#run_status { min-height: 2.5em; }
+"""
 
 
 def start_pool(ws: Workspace) -> WorkerPool:
@@ -47,23 +72,25 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     the worker pool of ``ws`` (:func:`start_pool`).
 
     The Blocks also carry what the server's frame routes call (``lens_render_jpeg``,
-    ``lens_info``) and their JPEG cache (``lens_cache``).
+    ``lens_render_native``, ``lens_info``, ``lens_block``) and their JPEG cache (``lens_cache``).
     """
     import gradio as gr
 
-    from app.tabs import canvases, compare, inspect, luma, run, sessions
+    from app.tabs import canvases, compare, inspect, inspect_routes, luma, run, sessions
     from views.inspector.frame_cache import JpegCache
 
     start_pool(ws)
     cache = JpegCache(budget_bytes=inspect.JPEG_CACHE_BYTES)
+    sources = inspect_routes.SourceFrames(ws)
+    sides = inspect_routes.CodecSides(ws)
     with gr.Blocks(title="Codec Lens", delete_cache=(600, 1200)) as demo:
-        gr.Markdown("# Codec Lens\nWhat the codec-native selector kept, and why. Press `?` for keys.")
+        gr.Markdown("### Codec Lens · what the codec-native selector kept, and why. Press `?` for keys.")
         shared = inspect.build_shared_controls()
         with gr.Tabs():
             with gr.Tab("Inspect", id="inspect"):
                 inspect_tab = inspect.build_inspect_tab(ws, shared)
-            with gr.Tab("Canvases", id="canvases"):
-                canvases.build_canvas_tab(ws, shared.run_id)
+            with gr.Tab("Canvases", id="canvases") as canvas_tab:
+                canvases.build_canvas_tab(ws, shared.run_id, canvas_tab, inspect_tab.slider)
             with gr.Tab("Compare codecs", id="compare"):
                 compare.build_compare_tab(ws)
             with gr.Tab("Luma bias", id="luma"):
@@ -75,14 +102,19 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
         # session saves the viewer of the run it replaces.
         inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, run_tab.controls)
         run.wire_run_tab(ws, shared.run_id, run_tab, inspect_tab)
-        sessions.wire_sessions_panel(ws, shared.run_id, run_tab.sessions, inspect_tab.view_controls[:-1])
+        sessions.wire_sessions_panel(ws, shared.run_id, run_tab.sessions, inspect_tab.view_controls[:4])
         demo.load(
             lambda: sessions.page_load(ws, run_id),
             None,
             [shared.run_id, run_tab.sessions.runs, run_tab.sessions.open_pick],
             api_name=False,
         )
-        demo.lens_render_jpeg = functools.partial(inspect.render_jpeg, ws, cache)  # served by app.server
+        # Served by app.server.
+        demo.lens_render_jpeg = functools.partial(inspect.render_jpeg, ws, cache, sides=sides)
+        demo.lens_render_native = functools.partial(
+            inspect_routes.render_native_jpeg, ws, cache, sources, sides=sides
+        )
         demo.lens_info = functools.partial(inspect.info_fragment, ws)
+        demo.lens_block = functools.partial(inspect_routes.block_fragment, ws, sources)
         demo.lens_cache = cache  # kept on the Blocks for benches
     return demo

@@ -153,27 +153,27 @@ def _route_endpoints(routes: Sequence[Any], prefix: str = "") -> Any:
 
 
 def mount_frame_routes(
-    app: Any, render_jpeg: Callable[..., bytes], info_fragment: Callable[[str, int], str]
+    app: Any,
+    render_jpeg: Callable[..., bytes],
+    info_fragment: Callable[[str, int], str],
+    *,
+    render_native: Callable[..., bytes] | None = None,
+    block: Callable[..., dict[str, Any]] | None = None,
 ) -> None:
-    """``/lens/frame`` (a rendered frame as JPEG) and ``/lens/info`` (its info line) on ``app``.
+    """``/lens/frame`` (a rendered frame as JPEG), ``/lens/info`` (its info line) and, when given,
+    ``/lens/native`` (the frame decoded at its source size) and ``/lens/block`` (the readout of
+    the block under a pixel, JSON) on ``app``.
 
-    With a login (``launch(auth=...)``) both answer 401 to a request without Gradio's session
-    cookie, as Gradio's own routes do.
+    With a login (``launch(auth=...)``) every route answers 401 to a request without Gradio's
+    session cookie, as Gradio's own routes do.
     """
     from fastapi import Depends, Query
-    from fastapi.responses import Response
+    from fastapi.responses import JSONResponse, Response
 
-    def frame(
-        run: str = Query(..., max_length=64),
-        row: int = Query(..., ge=0),
-        l: str = Query("", max_length=200),  # noqa: E741 - short query names keep URLs short
-        o: float = Query(0.5, ge=0.0, le=1.0),
-        c: str = Query("turbo", max_length=32),
-        s: str = Query("frame", max_length=16),
-    ) -> Response:
+    def jpeg(draw: Callable[..., bytes], *args: Any) -> Response:
         t0 = time.perf_counter()
         try:
-            data = render_jpeg(run, row, l, o, c, s)
+            data = draw(*args)
         except (CodecLensError, ValueError) as exc:
             return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
         headers = {
@@ -184,6 +184,33 @@ def mount_frame_routes(
         }
         return Response(data, media_type="image/jpeg", headers=headers)
 
+    def frame(
+        run: str = Query(..., max_length=64),
+        row: int = Query(0, ge=0),
+        l: str = Query("", max_length=200),  # noqa: E741 - short query names keep URLs short
+        o: float = Query(0.5, ge=0.0, le=1.0),
+        c: str = Query("turbo", max_length=32),
+        s: str = Query("frame", max_length=16),
+        h: str = Query("block", max_length=16),
+        f: str = Query("", max_length=16),  # a frame index: the candidate nearest it (A/B flip)
+        k: str = Query("", max_length=32),  # codec layers: mv, qp
+    ) -> Response:
+        return jpeg(render_jpeg, run, row, l, o, c, s, h, f or None, k)
+
+    def native(
+        run: str = Query(..., max_length=64),
+        row: int = Query(0, ge=0),
+        l: str = Query("", max_length=200),  # noqa: E741
+        o: float = Query(0.5, ge=0.0, le=1.0),
+        c: str = Query("turbo", max_length=32),
+        s: str = Query("frame", max_length=16),
+        h: str = Query("block", max_length=16),
+        f: str = Query("", max_length=16),
+        k: str = Query("", max_length=32),
+    ) -> Response:
+        assert render_native is not None
+        return jpeg(render_native, run, row, l, o, c, s, h, f or None, k)
+
     def info(run: str = Query(..., max_length=64), row: int = Query(..., ge=0)) -> Response:
         try:
             text = info_fragment(run, row)
@@ -191,9 +218,29 @@ def mount_frame_routes(
             return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
         return Response(text, media_type="text/html", headers={"Cache-Control": "private, max-age=3600"})
 
+    def block_readout(
+        run: str = Query(..., max_length=64),
+        row: int = Query(0, ge=0),
+        x: int = Query(..., ge=0, le=1 << 16),
+        y: int = Query(..., ge=0, le=1 << 16),
+        n: int = Query(0, ge=0, le=1),
+        f: str = Query("", max_length=16),
+        h: str = Query("block", max_length=16),
+    ) -> Response:
+        assert block is not None
+        try:
+            data = block(run, row, x, y, native=bool(n), frame=f or None)
+        except (CodecLensError, ValueError) as exc:
+            return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
+        return JSONResponse(data, headers={"Cache-Control": "private, max-age=3600"})
+
     login = [Depends(login_required(app))]
     app.add_api_route("/lens/frame", frame, methods=["GET"], dependencies=login)
     app.add_api_route("/lens/info", info, methods=["GET"], dependencies=login)
+    if render_native is not None:
+        app.add_api_route("/lens/native", native, methods=["GET"], dependencies=login)
+    if block is not None:
+        app.add_api_route("/lens/block", block_readout, methods=["GET"], dependencies=login)
 
 
 def _launch_error(exc: OSError | ValueError, host: str, port: int) -> BaseException:
@@ -235,7 +282,13 @@ def serve(
     from gradio.routes import App
 
     app = App()
-    mount_frame_routes(app, demo.lens_render_jpeg, demo.lens_info)
+    mount_frame_routes(
+        app,
+        demo.lens_render_jpeg,
+        demo.lens_info,
+        render_native=getattr(demo, "lens_render_native", None),
+        block=getattr(demo, "lens_block", None),
+    )
     try:
         demo.launch(
             server_name=host,

@@ -83,6 +83,9 @@ class VideoInfo(_ShapeRepr):
     """0-based keyframe indices from the MP4 ``stss`` box (None when absent or not MP4)."""
     has_programs: bool
     """True for containers (MPEG-TS) whose probe lists the stream under a program too."""
+    sample_aspect_ratio: tuple[int, int] = (1, 1)
+    """(num, den) pixel aspect of the stored frames (SAR); (1, 1) for square pixels or unknown.
+    The pipeline works on stored pixels; only the viewer stretches to the display aspect."""
 
     def __post_init__(self) -> None:
         n = self.packet_pts_secs.shape
@@ -91,6 +94,12 @@ class VideoInfo(_ShapeRepr):
             f"packet arrays differ: {self.packet_pts_secs.shape = }, "
             f"{self.packet_size_bytes.shape = }, {self.packet_is_keyframe.shape = }",
         )
+
+    @property
+    def display_aspect(self) -> float:
+        """Width / height as the video is meant to be shown (stored aspect × SAR)."""
+        num, den = self.sample_aspect_ratio
+        return self.width * num / max(1, self.height * den)
 
     @property
     def bit_rate(self) -> int:

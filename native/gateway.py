@@ -577,6 +577,8 @@ class ContainerProbe:
     packet_dts: np.ndarray
     packet_size_bytes: np.ndarray
     packet_is_keyframe: np.ndarray
+    sample_aspect_ratio: tuple[int, int] = (1, 1)
+    """(num, den) of the stream's SAR; (1, 1) when square or unset."""
 
 
 def probe_container(path: str | Path) -> ContainerProbe:
@@ -621,7 +623,16 @@ def probe_container(path: str | Path) -> ContainerProbe:
             packet_dts=np.asarray(dts, dtype=np.int64),
             packet_size_bytes=np.asarray(sizes, dtype=np.int64),
             packet_is_keyframe=np.asarray(keys, dtype=bool),
+            sample_aspect_ratio=_sar(stream),
         )
+
+
+def _sar(stream: Any) -> tuple[int, int]:
+    """The stream's sample aspect ratio as (num, den), (1, 1) when unset or nonsense."""
+    sar = stream.sample_aspect_ratio or getattr(stream.codec_context, "sample_aspect_ratio", None)
+    if not sar or sar.numerator <= 0 or sar.denominator <= 0:
+        return (1, 1)
+    return (int(sar.numerator), int(sar.denominator))
 
 
 def decode_frames_rgb(
@@ -657,6 +668,50 @@ def decode_frames_rgb(
             if frame_index >= last:
                 break
     return result
+
+
+def decode_frame_native(
+    path: str | Path,
+    frame_index: int,
+    *,
+    pts_secs: float | None = None,
+    seek_secs: float | None = None,
+    thread_count: int = 0,
+) -> np.ndarray:
+    """One frame at the size the stream stores it, (H, W, 3) uint8 RGB.
+
+    With ``pts_secs`` (the frame's presentation time, stream clock) and ``seek_secs`` (a keyframe
+    at or before it), the decoder seeks to the keyframe and stops at the frame whose time matches
+    within half a frame; otherwise, or when no frame matched, it decodes from the start and counts
+    frames in presentation order.
+
+    Raises
+    ------
+    av.FFmpegError, ValueError : unreadable file, or the stream ends before ``frame_index``.
+    """
+    if pts_secs is not None and seek_secs is not None:
+        with av.open(str(path), metadata_errors="ignore") as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            stream.codec_context.thread_count = int(thread_count)
+            rate = float(stream.average_rate or 25)
+            tolerance = 0.5 / max(rate, 1e-3)
+            container.seek(round(seek_secs / float(stream.time_base)), stream=stream, backward=True)
+            for frame in container.decode(stream):
+                if frame.time is None:
+                    break
+                if abs(frame.time - pts_secs) <= tolerance:
+                    return frame.to_ndarray(format="rgb24")
+                if frame.time > pts_secs + tolerance:
+                    break
+    with av.open(str(path), metadata_errors="ignore") as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        stream.codec_context.thread_count = int(thread_count)
+        for index, frame in enumerate(container.decode(stream)):
+            if index == frame_index:
+                return frame.to_ndarray(format="rgb24")
+    raise ValueError(f"the stream ends before frame {frame_index}")
 
 
 def count_decoded_frames(path: str | Path) -> int:

@@ -99,16 +99,18 @@ def draw_frame(result: RunResult, frame: int, dim: float) -> tuple[Any, str]:
     return recon.image, _recon_markdown(recon, result)
 
 
-def refresh(views: CanvasViews, run_id: str) -> tuple[Any, ...]:
+def refresh(views: CanvasViews, run_id: str, frame_index: int | None = None) -> tuple[Any, ...]:
     """Every output of the tab for run ``run_id`` (header, gallery, hover, frame pick, reconstruction,
-    its caption, coverage, round trip, sparse video)."""
+    its caption, coverage, round trip, sparse video); the reconstruction shows ``frame_index`` (the
+    frame the viewer shows) when it is a candidate, else a partly kept one."""
     from views import canvases as canvas_views
     from views.inspector import run_summary
 
     if not run_id:
         return ("No run is open.", [], None, gr.update(choices=[], value=None), None, "", None, "", None)
     result = views.current(run_id)
-    frame = canvas_views.default_frame(result)
+    candidates = set(result.candidates.frame_indices.tolist())
+    frame = int(frame_index) if frame_index in candidates else canvas_views.default_frame(result)
     image, info = draw_frame(result, frame, DEFAULT_DIM)
     try:
         check = canvas_views.round_trip_check(result, canvas_dir=_round_trip_dir(views.ws, run_id))
@@ -125,6 +127,25 @@ def refresh(views: CanvasViews, run_id: str) -> tuple[Any, ...]:
         canvas_views.round_trip_markdown(check),
         None,
     )
+
+
+def viewed_frame(views: CanvasViews, run_id: str, row: Any) -> int | None:
+    """The frame index the inspector shows at candidate ``row`` (None without a run)."""
+    if not run_id or row is None:
+        return None
+    result = views.current(run_id)
+    n = int(result.candidates.frame_indices.size)
+    return int(result.candidates.frame_indices[min(max(int(row), 0), n - 1)])
+
+
+def follow(views: CanvasViews, run_id: str, row: Any, drawn: str) -> tuple[Any, ...]:
+    """On opening the tab: redraw for the open run and the viewer's frame, unless it shows them
+    already (``drawn``: the ``run_id:frame`` it last drew); the new ``drawn`` last."""
+    frame = viewed_frame(views, run_id, row)
+    key = f"{run_id}:{frame}"
+    if key == drawn:
+        return (*(gr.update(),) * 9, drawn)
+    return (*refresh(views, run_id, frame), key)
 
 
 def pick_canvas(views: CanvasViews, run_id: str, index: Any) -> tuple[Any, Any]:
@@ -195,11 +216,13 @@ def sparse_video(
 
 # Gradio finds the gr.SelectData parameter of a handler through its type hints, which are
 # resolved in this module's globals: gradio is imported at module level for that.
-def build_canvas_tab(ws: Workspace, run_id: gr.Textbox) -> None:
-    """Build the canvases view inside the caller's current ``gr.Tab``; it follows ``run_id``.
+def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_row: Any = None) -> None:
+    """Build the canvases view inside the caller's current ``gr.Tab`` (``tab``); it follows ``run_id``.
 
-    ``run_id`` holds a stored run's id; the tab redraws on ``run_id.change`` (and draws at build
-    time when the box already holds one).
+    ``run_id`` holds a stored run's id. The tab draws at build time when the box already holds
+    one, and then when it is opened (``tab.select``) on another run or another viewer frame
+    (``viewer_row``: the inspector's candidate row), so a re-selection elsewhere never waits for
+    the gallery; without ``tab`` it redraws on ``run_id.change``.
     """
     views = CanvasViews(ws)
     initial = refresh(views, run_id.value) if run_id.value else None
@@ -246,7 +269,17 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox) -> None:
     round_trip = gr.Markdown(first(7, ""), elem_id="canvas_roundtrip")
 
     outputs = [header, gallery, hover, frame_pick, recon, recon_info, coverage, round_trip, sparse]
-    run_id.change(lambda rid: refresh(views, rid), run_id, outputs, api_name=False)
+    if tab is None:
+        run_id.change(lambda rid: refresh(views, rid), run_id, outputs, api_name=False)
+    else:
+        drawn = gr.State(f"{run_id.value}:{first(3, {}).get('value')}")
+        row_input = viewer_row if viewer_row is not None else gr.State(None)
+        tab.select(
+            lambda rid, row, d: follow(views, rid, row, d),
+            [run_id, row_input, drawn],
+            [*outputs, drawn],
+            api_name=False,
+        )
 
     def on_select(rid: str, evt: gr.SelectData) -> tuple[Any, Any]:
         return pick_canvas(views, rid, evt.index)

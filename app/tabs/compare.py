@@ -66,8 +66,9 @@ CURSOR_JS = """
 }
 """
 
-# A click on the metric plot jumps every pane to that frame. Gradio replaces the plotly div on
-# every update, so a MutationObserver re-attaches the handler.
+# A click on the metric plot jumps every pane to that frame: the page's handler (app.browser_js)
+# reads the x of a click anywhere on the plot. This older handler caught data points only; it
+# stays for a tab mounted without the app's page script.
 PLOT_CLICK_JS = """
 const attach = () => {
   const gd = document.querySelector('#cmp_metrics .js-plotly-plot');
@@ -319,12 +320,23 @@ def run_new(
         f"Comparison `{done['comparison_id']}`: {done['variants']} variants of {source.name} in "
         f"{done['total_secs']:.1f} s."
     )
-    return gr.update(choices=choices(ws), value=done["comparison_id"]), status
+    new_id = done["comparison_id"]
+    return gr.update(choices=choices(ws), value=new_id), new_id, nonce(), status
 
 
-def page_load(ws: Workspace) -> tuple[Any, str]:
-    """Fresh choices, and a new nonce that fires the load of the picked comparison."""
-    return gr.update(choices=choices(ws)), str(time.time_ns())
+def nonce() -> str:
+    """A new value for the hidden box whose change loads the picked comparison."""
+    return str(time.time_ns())
+
+
+def page_load(ws: Workspace, wanted: str | None = None) -> tuple[Any, str, str]:
+    """What a new or reloaded page opens: ``wanted`` (the comparison this browser showed last,
+    kept in its localStorage) when it still exists, else the newest; the picker, the open
+    comparison's id and a nonce that fires its load (panes, slider range, tables, keys)."""
+    found = choices(ws)
+    ids = [v for _, v in found]
+    chosen = wanted if wanted in ids else (ids[0] if ids else "")
+    return gr.update(choices=found, value=chosen or None), chosen, nonce()
 
 
 @dataclass
@@ -413,7 +425,6 @@ def build_compare_tab(ws: Workspace) -> None:
     gr.HTML(
         "",
         html_template=f"<style>{CSS}</style>",
-        js_on_load=PLOT_CLICK_JS,
         elem_id="cmp_setup",
         padding=False,
     )
@@ -479,10 +490,12 @@ def build_compare_tab(ws: Workspace) -> None:
     def on_panes(c, p, lay, op, cm, sc, df, rf):
         return panes(opened, c, p, lay, op, cm, sc, df, rf)
 
-    pick.change(lambda v: v or "", pick, cid, api_name=False)
-    cid.change(on_load, [cid, *view], load_outputs, api_name=False)
+    # One trigger loads a comparison: a new nonce in ``loaded``. The user's pick, a new
+    # comparison and the page load set the id and the nonce together, so it loads once.
+    pick.input(lambda v: (v or "", nonce()), pick, [cid, loaded], api_name=False)
+    cid.change(None, cid, None, js="(c) => { if (c) localStorage.setItem('lensComparison', c); return []; }")
     refresh.click(lambda: gr.update(choices=choices(ws)), None, pick, api_name=False)
-    _wire_run_new(ws, form, pick)
+    _wire_run_new(ws, form, pick, cid, loaded)
     render_inputs = [cid, slider, *view]
     slider.change(on_panes, render_inputs, [*pane_images, *pane_infos], api_name=False)
     slider.change(None, slider, None, js=CURSOR_JS, api_name=False)
@@ -505,12 +518,19 @@ def build_compare_tab(ws: Workspace) -> None:
                 )
     jump_btn.click(lambda c, f, p: jump(opened, c, f, p), [cid, jump_frame, slider], slider, api_name=False)
 
-    # Page load: fresh choices, then open the picked comparison (a new nonce fires the change).
-    gr.on(triggers=None, fn=lambda: page_load(ws), inputs=None, outputs=[pick, loaded], api_name=False)
+    # Page load (a reload too): the comparison this browser showed last, else the newest.
+    gr.on(
+        triggers=None,
+        fn=lambda wanted: page_load(ws, wanted),
+        inputs=[cid],
+        outputs=[pick, cid, loaded],
+        js="(c) => [localStorage.getItem('lensComparison') || c]",
+        api_name=False,
+    )
     loaded.change(on_load, [cid, *view], load_outputs, api_name=False)
 
 
-def _wire_run_new(ws: Workspace, form: _NewForm, pick: Any) -> None:
+def _wire_run_new(ws: Workspace, form: _NewForm, pick: Any, cid: Any, loaded: Any) -> None:
     # One parameter per input: Gradio injects the tracker only into a positional parameter.
     def on_run(
         request: gr.Request,
@@ -544,4 +564,6 @@ def _wire_run_new(ws: Workspace, form: _NewForm, pick: Any) -> None:
         )
 
     # The worker pool bounds the work, per session and in all.
-    form.run_btn.click(on_run, form.inputs, [pick, form.status], api_name=False, concurrency_limit=None)
+    form.run_btn.click(
+        on_run, form.inputs, [pick, cid, loaded, form.status], api_name=False, concurrency_limit=None
+    )

@@ -98,4 +98,12 @@ def build_import_panel(ws: Workspace, run_id: gr.Textbox) -> None:
         )
 
     # The worker pool bounds the work, per session and in all.
-    button.click(do_import, [cvp_dir, video], [run_id, status], api_name=False, concurrency_limit=None)
+    # A new attempt clears the last verdict first; the error shows in the status alone.
+    button.click(None, None, status, js="() => ''", api_name=False).then(
+        do_import,
+        [cvp_dir, video],
+        [run_id, status],
+        api_name=False,
+        concurrency_limit=None,
+        show_progress_on=status,
+    )

@@ -1,4 +1,4 @@
-"""Inspect tab: the frame viewer with its layers, frame steps, blocks, timeline and group stepper."""
+"""Inspect tab: the frame viewer with its layers and readouts, frame steps, plots, groups, re-selection."""
 
 from __future__ import annotations
 
@@ -13,53 +13,29 @@ import gradio as gr
 from app.browser_js import step_js
 from app.tabs.common import ui_error
 from app.tabs.export_panel import build_export_panel
+from app.tabs.inspect_routes import (
+    DEFAULT_HEAT,
+    JPEG_CACHE_BYTES,
+    info_fragment,
+    layer_options,
+    render_jpeg,
+)
 from app.tabs.sessions import RUN_HEADERS
 from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
     from app.workspace import Workspace
     from backend.pipeline import RunResult
-    from views.inspector.frame_cache import JpegCache
 
-JPEG_CACHE_BYTES = 128 << 20
-PREFETCH_AHEAD = 4
-PREFETCH_BEHIND = 2
+__all__ = ["JPEG_CACHE_BYTES", "info_fragment", "render_jpeg"]
 
-# The frame image is a plain <img> fed by the app's own JPEG route: the slider sets its src
-# in the browser, so a frame step costs one cached GET instead of a queued Gradio event plus
-# a file copy (measured: bench/scrub.py).
+# The frame image is a plain <img> fed by the app's own JPEG route: the slider sets its src in the
+# browser (app.browser_js, window.__lens.show), so a frame step costs one cached GET instead of a
+# queued Gradio event plus a file copy (measured: bench/scrub.py).
 SRC_JS = """
-(row, run, layers, opacity, cmap, scale, framesJson) => {
-  const img = document.querySelector('#frame_img');
-  if (img && run) {
-    const q = new URLSearchParams({run: run, row: String(Math.round(row)), l: (layers || []).join(','),
-      o: String(opacity), c: cmap, s: scale});
-    img.src = 'lens/frame?' + q.toString();
-    // The info line comes from the app's own route too: a Gradio event per frame step would
-    // queue behind the image and cost the page a re-render (measured: bench/scrub.py).
-    const seq = (window.__lensInfoSeq = (window.__lensInfoSeq || 0) + 1);
-    const iq = new URLSearchParams({run: run, row: String(Math.round(row))});
-    fetch('lens/info?' + iq.toString())
-      .then((r) => (r.ok ? r.text() : null))
-      .then((t) => {
-        const el = document.querySelector('#frame_info_text');
-        if (t !== null && el && seq === window.__lensInfoSeq) el.innerHTML = t;
-      })
-      .catch(() => {});
-  }
-  const gd = document.querySelector('#timeline .js-plotly-plot');
-  let frames = [];
-  try { frames = JSON.parse(framesJson || '[]'); } catch (err) { frames = []; }
-  if (gd && window.Plotly && gd.layout && gd.layout.shapes && frames.length) {
-    const i = gd.layout.shapes.findIndex((s) => s.name === 'cursor');
-    const f = frames[Math.max(0, Math.min(frames.length - 1, Math.round(row)))];
-    // A relayout redraws the plot (~60 ms on the main thread): debounce it so it never
-    // delays the frame image while scrubbing.
-    clearTimeout(window.__lensCursorTimer);
-    window.__lensCursorTimer = setTimeout(() => {
-      if (i >= 0) window.Plotly.relayout(gd, {[`shapes[${i}].x0`]: f, [`shapes[${i}].x1`]: f});
-    }, 250);
-  }
+(row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
+  const L = window.__lens;
+  if (L && L.show) L.show(row, run, layers, opacity, cmap, scale, heat, framesJson, codec);
   return [];
 }
 """
@@ -76,6 +52,20 @@ STEP_BUTTONS = (
     ("end", "last ▶|"),
 )
 STEP_JS = step_js("frame_slider")
+HEAT_CHOICES = (("2×2-block score (ranked)", "block"), ("signal per codec cell", "signal"))
+# The grouping and selection options: changing one re-selects from the cached decode at once.
+LIVE_OPTIONS = (
+    "grouping_mode",
+    "group_size",
+    "images_per_group",
+    "min_group_frames",
+    "max_group_frames",
+    "readiness_sum_threshold_mode",
+    "readiness_sum_threshold",
+    "readiness_norm_sum_threshold",
+    "iframe_score_clip_mode",
+    "iframe_score_clip_percentile",
+)
 # What open_view returns, in order (the Run tab's video path last).
 VIEW_OUTPUTS = (
     "summary",
@@ -83,50 +73,74 @@ VIEW_OUTPUTS = (
     "frames",
     "frame",
     "info",
-    "legend",
+    "colour_legend",
+    "heat_legend",
     "timeline",
+    "signal_plots",
     "groups_table",
     "group_pick",
     "readiness_plot",
+    "shown_run",
     "video_path",
 )
+TOOLS_HTML = """
+<div id="frame_tools">
+  <button id="zoom_out_btn" title="zoom out (−)">−</button>
+  <button id="zoom_in_btn" title="zoom in (+, wheel)">+</button>
+  <button id="zoom_fit_btn" title="fit (0)">fit</button>
+  <label id="native_toggle" title="decode the source frame at its own size when zoomed in">
+    <input type="checkbox" checked> native pixels when zoomed</label>
+  <span id="frame_mode"></span>
+  <span class="lens-sep"></span>
+  <button id="play_btn" title="play / pause (Space)">▶ play</button>
+  <select id="play_rate" title="frames per second">
+    <option>1</option><option>2</option><option selected>4</option>
+    <option>8</option><option>15</option><option>30</option>
+  </select> fps
+  <span class="lens-sep"></span>
+  <button id="set_b_btn" title="remember the current run and layers as B">set B</button>
+  <button id="flip_btn" title="A/B flip (b)">A/B flip</button> <span id="b_label"></span>
+</div>
+"""
 
 
-def layer_options(layers: list[str] | str, opacity: float, colormap: str, scale: str) -> Any:
-    """LayerOptions from the layer controls (layer names as a list, or comma-separated)."""
-    from backend.render import layer_options as options_for
-
-    return options_for(layers, opacity=opacity, colormap=colormap, scale=scale)
-
-
-def frame_url(run_id: str, row: int, layers: list[str], opacity: float, colormap: str, scale: str) -> str:
-    """The app-relative URL of one rendered frame (the same one SRC_JS builds)."""
+def frame_url(
+    run_id: str,
+    row: int,
+    layers: list[str],
+    opacity: float,
+    colormap: str,
+    scale: str,
+    heat: str = DEFAULT_HEAT,
+) -> str:
+    """The app-relative URL of one rendered frame (the same one the browser builds)."""
     q = {"run": run_id, "row": str(int(row)), "l": ",".join(layers), "o": str(opacity), "c": colormap}
-    q["s"] = scale
+    q |= {"s": scale, "h": heat}
     return "lens/frame?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in q.items())
 
 
-def frame_html(url: str | None) -> str:
-    if url is None:
+def frame_html(url: str | None, result: RunResult | None = None) -> str:
+    """The viewer: the frame image in a zoomable stage, with the hover and pinned block outlines.
+
+    The image carries the processed size (``data-pw/ph``), the source size (``data-nw/nh``)
+    and the display aspect (``data-dar``: an anamorphic video is shown stretched to it).
+    """
+    if url is None or result is None:
         return '<div id="frame_empty">No run open. Choose a video in the Run tab.</div>'
-    return f'<img id="frame_img" src="{url}" alt="frame">'
-
-
-def info_text_html(info: dict[str, Any]) -> str:
-    """The info panel's line for one frame, as an HTML fragment."""
-    pts = "–" if info["pts_secs"] is None else f"{info['pts_secs']:.3f} s"
-    moved = "" if info["moved_from"] is None else f" · moved from keyframe {info['moved_from']}"
-    bad = "" if not info["bad_reason"] else f" · <b>bad frame: {html.escape(str(info['bad_reason']))}</b>"
-    role = "anchor (whole frame kept)" if info["is_anchor"] else f"{info['kept_blocks']} kept blocks"
+    h, w = result.geometry.processed_hw
+    info = result.info
+    data = f'data-pw="{w}" data-ph="{h}" data-nw="{info.width}" data-nh="{info.height}"'
+    data += f' data-dar="{info.display_aspect:.6f}"'
     return (
-        f"candidate {info['candidate_row']} · frame {info['frame_index']} · {pts} · "
-        f"{html.escape(str(info['pict_type']))} · {info['size_bytes']} bytes · group {info['group_index']} · "
-        f"{role}{moved}{bad}"
+        '<div id="frame_stage" data-vh="0.46"><div id="frame_zoom">'
+        f'<img id="frame_img" src="{html.escape(url)}" alt="frame" draggable="false" {data}>'
+        '<div id="block_hover" class="lens-box"></div><div id="block_pin" class="lens-box lens-pin"></div>'
+        "</div></div>"
     )
 
 
 def info_html(inner: str) -> str:
-    # The browser replaces #frame_info_text's content on every frame step (SRC_JS).
+    # The browser replaces #frame_info_text's content on every frame step (window.__lens.show).
     return f'<div id="frame_info_text">{inner}</div>'
 
 
@@ -143,46 +157,6 @@ def result_of(ws: Workspace, run_id: str) -> RunResult:
         raise ui_error(exc) from exc
 
 
-def _checked_row(result: RunResult, row: int) -> None:
-    n = int(result.candidates.frame_indices.size)
-    if not 0 <= row < n:
-        raise ValueError(f"Invalid row ({row}). Supported values are 0 to {n - 1}")
-
-
-def render_jpeg(
-    ws: Workspace, cache: JpegCache, run_id: str, row: int, layers: str, opacity: float, cmap: str, scale: str
-) -> bytes:
-    """JPEG bytes of one frame for the frame route; its neighbours go to the prefetcher.
-
-    Raises the backend's errors, and ValueError for a row outside the run.
-    """
-    from views.inspector.frame_layers import prepare_frame_layers
-
-    result = ws.result(run_id)
-    _checked_row(result, row)
-    n = int(result.candidates.frame_indices.size)
-    opts = layer_options(layers, opacity, cmap, scale)
-
-    def job(r: int) -> tuple[Any, Any]:
-        key = (run_id, r, opts)
-        return key, lambda: prepare_frame_layers(result, r, opts).image
-
-    data = cache.get(*job(row))
-    near = [row + d for d in range(1, PREFETCH_AHEAD + 1)] + [row - d for d in range(1, PREFETCH_BEHIND + 1)]
-    cache.prefetch([job(r) for r in near if 0 <= r < n])
-    return data
-
-
-def info_fragment(ws: Workspace, run_id: str, row: int) -> str:
-    """The info line of one frame (also served at /lens/info for the browser's frame steps)."""
-    from views.inspector.frame_layers import prepare_frame_layers
-
-    result = ws.result(run_id)
-    _checked_row(result, row)
-    no_layers = layer_options([], 0.5, "turbo", "frame")
-    return info_text_html(prepare_frame_layers(result, row, no_layers).info)
-
-
 def info_of(ws: Workspace, run_id: str, row: float) -> str:
     """The info panel of candidate ``row`` (clamped to the run)."""
     if not run_id:
@@ -192,45 +166,80 @@ def info_of(ws: Workspace, run_id: str, row: float) -> str:
     return info_html(info_fragment(ws, run_id, row))
 
 
-def legend_of(
-    ws: Workspace, run_id: str, row: float, layers: list[str], opacity: float, cmap: str, scale: str
-) -> Any:
-    """The legend image of the chosen layers at candidate ``row`` (None without a run)."""
-    from views.inspector.frame_layers import prepare_frame_layers
+def legends_of(
+    ws: Workspace,
+    run_id: str,
+    layers: list[str],
+    opacity: float,
+    cmap: str,
+    scale: str,
+    heat: str,
+    codec: list[str] | None = None,
+) -> tuple[str, str]:
+    """The colour legend of the chosen layers (and codec layers) and the heatmap's bar with its
+    unit and range."""
+    from backend.runs.source_frame import codec_layer_support
+    from views.inspector.codec_layers import codec_layer_note, parse_codec_layers
+    from views.inspector.legend import prepare_colour_legend, prepare_heat_legend
 
-    if not run_id:
-        return None
-    result = result_of(ws, run_id)
     try:
-        view = prepare_frame_layers(result, int(row), layer_options(layers, opacity, cmap, scale))
+        opts = layer_options(layers or [], opacity, cmap, scale, heat)
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
-    return view.legend
+    kinds = parse_codec_layers(codec)
+    if not run_id:
+        return prepare_colour_legend(opts, kinds), ""
+    result = result_of(ws, run_id)
+    note = codec_layer_note(codec_layer_support(result.info.codec_name), result.info.codec_name, kinds)
+    return prepare_colour_legend(opts, kinds, note), prepare_heat_legend(result, opts)
+
+
+def summary_of(ws: Workspace, run_id: str, result: RunResult) -> str:
+    """The run's summary with its stored pipeline time, and what reopening it cost when that differs."""
+    from views.inspector import run_summary
+
+    stored = ws.store.get_run(run_id).timings.get("total")
+    shown = result.timings_secs.get("total")
+    reopen = shown if stored is not None and shown is not None and abs(shown - stored) > 1e-3 else None
+    return run_summary.prepare_summary(result, pipeline_secs=stored, reopen_secs=reopen)
 
 
 def open_view(
-    ws: Workspace, run_id: str, row: int, layers: list[str], opacity: float, cmap: str, scale: str
+    ws: Workspace,
+    run_id: str,
+    row: int,
+    layers: list[str],
+    opacity: float,
+    cmap: str,
+    scale: str,
+    heat: str = DEFAULT_HEAT,
 ) -> tuple[Any, ...]:
     """Every output that depends on the open run (:data:`VIEW_OUTPUTS`)."""
-    from views.inspector import group_stepper, run_summary, timeline
+    from views.inspector import group_stepper, signal_plots, timeline
+    from views.inspector.navigation import group_of_row
 
     result = result_of(ws, run_id)
     n = int(result.candidates.frame_indices.size)
     row = min(max(int(row), 0), n - 1)
     table = group_stepper.prepare_group_table(result)
-    first_group = result.groups.specs[0].group_index if result.groups.specs else None
+    group = group_of_row(result, row)
     frames = json.dumps([int(f) for f in result.candidates.frame_indices])
+    cursor = int(result.candidates.frame_indices[row])
+    colour, heat_bar = legends_of(ws, run_id, layers, opacity, cmap, scale, heat)
     return (
-        run_summary.prepare_summary(result),
+        summary_of(ws, run_id, result),
         gr.update(maximum=n - 1, value=row),
         frames,
-        frame_html(frame_url(run_id, row, layers, opacity, cmap, scale)),
+        frame_html(frame_url(run_id, row, layers, opacity, cmap, scale, heat), result),
         info_of(ws, run_id, row),
-        legend_of(ws, run_id, row, layers, opacity, cmap, scale),
-        timeline.prepare_timeline(result, cursor_frame_index=int(result.candidates.frame_indices[row])),
+        colour,
+        heat_bar,
+        timeline.prepare_timeline(result, cursor_frame_index=cursor),
+        signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor),
         gr.update(value=[list(r.values()) for r in table], headers=list(table[0]) if table else RUN_HEADERS),
-        gr.update(choices=[s.group_index for s in result.groups.specs], value=first_group),
-        group_stepper.prepare_readiness_plot(result, first_group) if first_group is not None else None,
+        gr.update(choices=[s.group_index for s in result.groups.specs], value=group),
+        group_stepper.prepare_readiness_plot(result, group) if group is not None else None,
+        run_id,
         gr.update(value=ws.store.get_run(run_id).video_path if run_id else ""),
     )
 
@@ -239,16 +248,20 @@ def show_run(
     ws: Workspace,
     option_defaults: dict[str, Any],
     run_id: str,
+    shown_run: str,
     row: float,
     layers: list[str],
     opacity: float,
     cmap: str,
     scale: str,
+    heat: str = DEFAULT_HEAT,
 ) -> tuple[Any, ...]:
     """Show run ``run_id`` where its viewer was left last time (or at its first frame).
 
     Returns the view outputs, then the layers, opacity and colormap it was left with, then the
-    run's value of each selection option (``option_defaults``: name → value when unset).
+    run's value of each selection option (``option_defaults``: name → value when unset). When
+    the viewer already shows ``run_id`` (``shown_run``: a live re-selection drew it) only the
+    option controls change.
     """
     from backend.render import LAYER_NAMES
 
@@ -259,11 +272,13 @@ def show_run(
         config = ws.store.get_run(run_id).config
     except CodecLensError as exc:
         raise ui_error(exc) from exc
-    layers = [x for x in view.get("layers", layers) if x in LAYER_NAMES]
-    opacity, cmap = float(view.get("opacity", opacity)), view.get("colormap", cmap)
     # The run panel shows the open run's options, ready to be tweaked and run again.
     options = [gr.update(value=config.get(name, default)) for name, default in option_defaults.items()]
-    outputs = open_view(ws, run_id, int(view.get("row", 0)), layers, opacity, cmap, scale)
+    if shown_run == run_id:
+        return (*(gr.update(),) * (len(VIEW_OUTPUTS) + 3), *options)
+    layers = [x for x in view.get("layers", layers) if x in LAYER_NAMES]
+    opacity, cmap = float(view.get("opacity", opacity)), view.get("colormap", cmap)
+    outputs = open_view(ws, run_id, int(view.get("row", 0)), layers, opacity, cmap, scale, heat)
     return (*outputs, layers, opacity, cmap, *options)
 
 
@@ -274,38 +289,35 @@ def step(ws: Workspace, run_id: str, row: float, action: str) -> int:
     return navigation.navigate(result_of(ws, run_id), int(row), action)
 
 
-def key_help() -> Any:
-    """The key map, shown."""
+def key_map_html() -> str:
+    """The key map (hidden until ``?``; a second ``?`` hides it again)."""
     from views.inspector import navigation
 
-    return gr.update(visible=True, value="\n".join(f"- `{k}` {d}" for k, d in navigation.KEY_MAP))
+    items = "".join(f"<li><kbd>{html.escape(k)}</kbd> {html.escape(d)}</li>" for k, d in navigation.KEY_MAP)
+    return f"<b>Keys</b> (press <kbd>?</kbd> again to hide)<ul>{items}</ul>"
 
 
-def jump(ws: Workspace, run_id: str, frame: Any) -> int:
-    """The candidate row nearest frame ``frame`` (a timeline click)."""
+def jump(ws: Workspace, run_id: str, frame: Any, row: float = 0) -> int:
+    """The candidate row nearest frame ``frame`` (a click anywhere on a plot): never an error for
+    a value that is not a frame number; the viewer then stays on ``row``."""
     from views.inspector import navigation
 
-    return navigation.row_for_frame(result_of(ws, run_id), float(frame or 0))
+    try:
+        current = int(row or 0)
+    except (TypeError, ValueError):
+        current = 0
+    return navigation.row_for_frame(result_of(ws, run_id), frame, default_row=current)
 
 
 def pick_block(ws: Workspace, run_id: str, row: float, xy: str) -> str:
-    """What the block at image pixel ``xy`` ("x,y") of candidate ``row`` is: bitcost, score, rank, fate."""
-    from views.inspector.frame_layers import block_at
+    """The readout table of the block at processed pixel ``xy`` ("x,y") of candidate ``row``."""
+    from views.inspector.readout import block_readout_html
 
     try:
         x, y = (int(v) for v in xy.split(","))
+        return block_readout_html(result_of(ws, run_id), int(row), x, y)[0]
     except ValueError as exc:
         raise gr.Error(f"bad block position {xy!r}") from exc
-    b = block_at(result_of(ws, run_id), int(row), x, y)
-    where = (
-        f"canvas {b['canvas_index']} at patch ({b['packed_row']}, {b['packed_col']})"
-        if b["kept"]
-        else "not kept"
-    )
-    return (
-        f"block ({b['block_row']}, {b['block_col']}) · bitcost {b['bitcost']} · score "
-        f"{b['score']:.3f} · rank {b['rank']} · {where}"
-    )
 
 
 def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
@@ -319,6 +331,60 @@ def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
     return group_stepper.prepare_readiness_plot(result, int(group)), spec.start
 
 
+def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tuple[Any, Any]:
+    """The group stepper follows the viewer: the group of candidate ``row`` and its readiness
+    plot, unchanged (nothing sent) while the row stays in ``shown_group``."""
+    from views.inspector import group_stepper
+    from views.inspector.navigation import group_of_row
+
+    if not run_id:
+        return gr.update(), gr.update()
+    result = result_of(ws, run_id)
+    n = int(result.candidates.frame_indices.size)
+    group = group_of_row(result, min(max(int(row or 0), 0), n - 1))
+    if group is None or (shown_group not in (None, "") and int(shown_group) == group):
+        return gr.update(), gr.update()
+    return gr.update(value=group), group_stepper.prepare_readiness_plot(result, group)
+
+
+def reselect_live(
+    ws: Workspace,
+    names: list[str],
+    run_id: str,
+    row: float,
+    view: tuple[list[str], float, str, str, str],
+    values: list[Any],
+) -> tuple[Any, ...]:
+    """Re-select the open run with the live options ``names`` = ``values`` from its cached decode
+    (nothing decodes): the new run id, then :data:`VIEW_OUTPUTS` without the video path.
+
+    Raises ``gr.Error`` when the run has no cached decode to re-select from (then Run it again).
+    """
+    from app.tabs.run import selection_options
+    from app.tabs.sessions import save_view
+    from backend.runs import reselect
+
+    result = result_of(ws, run_id)
+    parent = ws.store.get_run(run_id)
+    current = {k: parent.config.get(k) for k in names}
+    options = selection_options(names, values, base=parent.config)
+    changes = {k: getattr(options, k) for k in names if getattr(options, k) != current[k]}
+    if not changes:
+        return (gr.update(),) * len(VIEW_OUTPUTS)
+    key = parent.cache_key
+    if not key or (key not in ws.memory and ws.store.cache_lookup(key) is None):
+        raise gr.Error("This run's decode is no longer cached: run it again from the Run tab.")
+    layers, opacity, cmap, scale, heat = view
+    try:
+        save_view(ws, run_id, row, layers, opacity, cmap)
+        new_id, new_result, _how = reselect(ws.store, run_id, changes, memory=ws.memory)
+    except CodecLensError as exc:
+        raise ui_error(exc) from exc
+    ws.remember(new_id, new_result)
+    del result  # the candidates do not change: the viewer stays on the same row
+    return (new_id, *open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat)[:-1])
+
+
 # -- components ----------------------------------------------------------------------------------
 
 
@@ -329,12 +395,10 @@ class SharedControls:
     summary: Any
     run_id: Any
     frames: Any
+    shown_run: Any
     key_buttons: dict[str, Any]
-    help_btn: Any
     jump_frame: Any
     jump_btn: Any
-    block_xy: Any
-    block_btn: Any
 
 
 def build_shared_controls() -> SharedControls:
@@ -345,15 +409,11 @@ def build_shared_controls() -> SharedControls:
     with gr.Row(elem_id="hidden_controls"):
         run_id = gr.Textbox(value="", elem_id="run_id", label="run id")
         frames = gr.Textbox(value="[]", elem_id="frames_json")
+        shown_run = gr.Textbox(value="", elem_id="shown_run")
         key_buttons = {a: gr.Button(a, elem_id=f"k_{a}") for a in navigation.ACTIONS}
-        help_btn = gr.Button("help", elem_id="k_help")
         jump_frame = gr.Textbox(elem_id="jump_frame")
         jump_btn = gr.Button("jump", elem_id="jump_btn")
-        block_xy = gr.Textbox(elem_id="block_xy")
-        block_btn = gr.Button("block", elem_id="block_btn")
-    return SharedControls(
-        summary, run_id, frames, key_buttons, help_btn, jump_frame, jump_btn, block_xy, block_btn
-    )
+    return SharedControls(summary, run_id, frames, shown_run, key_buttons, jump_frame, jump_btn)
 
 
 @dataclass
@@ -365,53 +425,87 @@ class InspectTab:
     slider: Any
     steps: dict[str, Any]
     block: Any
+    pixel: Any
+    colour_legend: Any
+    heat_legend: Any
     layers: Any
+    codec: Any
+    heat: Any
     opacity: Any
     colormap: Any
     scale: Any
-    legend: Any
-    keys: Any
+    live: dict[str, Any]
     plot: Any
+    signal_plot: Any
     groups_table: Any
     group_pick: Any
     steps_plot: Any
 
     @property
     def view_controls(self) -> list[Any]:
-        """The viewer's inputs: candidate row, layers, opacity, colormap, heatmap scale."""
-        return [self.slider, self.layers, self.opacity, self.colormap, self.scale]
+        """The viewer's inputs: candidate row, layers, opacity, colormap, heatmap scale, heat source."""
+        return [self.slider, self.layers, self.opacity, self.colormap, self.scale, self.heat]
+
+
+def _build_viewer() -> tuple[Any, ...]:
+    """Left column: tools, the frame, its info line, the slider and the step buttons."""
+    gr.HTML(TOOLS_HTML, elem_id="frame_tools_box", padding=False)
+    frame = gr.HTML(frame_html(None), elem_id="frame", padding=False)
+    info = gr.HTML(info_html("No run open."), elem_id="frame_info", padding=False)
+    slider = gr.Slider(0, 1, value=0, step=1, label="Candidate", elem_id="frame_slider")
+    with gr.Row(elem_id="step_buttons"):
+        steps = {
+            a: gr.Button(label, elem_id=f"step_{a}", size="sm", min_width=40) for a, label in STEP_BUTTONS
+        }
+    return frame, info, slider, steps
 
 
 def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
-    """The viewer, its layer controls, the Export panel, the timeline and the group stepper."""
+    """The viewer and its readouts, the layer controls, live re-selection, the Export panel, the
+    per-frame plots, the timeline and the group stepper."""
+    from app.tabs.run import option_controls
     from backend.render import DEFAULT_LAYERS, LAYER_LABELS, LAYER_NAMES
+    from views.inspector.codec_layers import CODEC_LAYER_LABELS, CODEC_LAYERS
     from views.inspector.frame_layers import COLORMAPS, SCALES
 
-    with gr.Row():
+    with gr.Row(equal_height=False):
         with gr.Column(scale=3):
-            frame = gr.HTML(frame_html(None), elem_id="frame")
-            info = gr.HTML(info_html("No run open."), elem_id="frame_info")
-            slider = gr.Slider(0, 1, value=0, step=1, label="Candidate", elem_id="frame_slider")
-            with gr.Row(elem_id="step_buttons"):
-                steps = {
-                    a: gr.Button(label, elem_id=f"step_{a}", size="sm", min_width=40)
-                    for a, label in STEP_BUTTONS
-                }
-            block = gr.Markdown("Click a block to see its bitcost, score and rank.", elem_id="block_info")
+            frame, info, slider, steps = _build_viewer()
         with gr.Column(scale=2):
+            block = gr.HTML(
+                "Hover a block for its signal, score and rank; click to pin it.", elem_id="block_info"
+            )
+            pixel = gr.HTML("", elem_id="pixel_info", padding=False)
+            gr.HTML(key_map_html(), elem_id="key_map")
+            colour_legend = gr.HTML("", elem_id="colour_legend", padding=False)
             layers = gr.CheckboxGroup(
                 [(LAYER_LABELS[n], n) for n in LAYER_NAMES],
                 value=list(DEFAULT_LAYERS),
                 label="Layers",
                 elem_id="layers",
             )
-            opacity = gr.Slider(0, 1, value=0.5, step=0.05, label="Heatmap opacity", elem_id="opacity")
-            colormap = gr.Dropdown(list(COLORMAPS), value="turbo", label="Colormap")
-            scale = gr.Radio(list(SCALES), value="frame", label="Heatmap scale")
-            legend = gr.Image(label="Legend", interactive=False, height=80, format="png")
-            keys = gr.Markdown(visible=False, elem_id="key_map")
+            codec = gr.CheckboxGroup(
+                [(CODEC_LAYER_LABELS[n], n) for n in CODEC_LAYERS],
+                value=[],
+                label="Codec layers (decoded once per run in a worker)",
+                elem_id="codec_layers",
+            )
+            with gr.Row():
+                heat = gr.Radio(list(HEAT_CHOICES), value=DEFAULT_HEAT, label="Heatmap shows", elem_id="heat")
+                scale = gr.Radio(list(SCALES), value="frame", label="Heatmap scale", elem_id="scale")
+            heat_legend = gr.HTML("", elem_id="heat_legend", padding=False)
+            with gr.Row():
+                opacity = gr.Slider(0, 1, value=0.5, step=0.05, label="Heatmap opacity", elem_id="opacity")
+                colormap = gr.Dropdown(list(COLORMAPS), value="turbo", label="Colormap", elem_id="colormap")
+            with gr.Accordion(
+                "Re-select live: grouping and selection options", open=False, elem_id="live_box"
+            ):
+                gr.Markdown("A change re-selects the open run from its cached decode (nothing decodes).")
+                with gr.Row(equal_height=False):
+                    live = option_controls(LIVE_OPTIONS, prefix="live_")
     build_export_panel(ws, shared.run_id, slider)
-    plot = gr.Plot(elem_id="timeline", label="Timeline (click a frame to jump)")
+    signal_plot = gr.Plot(elem_id="signal_plots", label="Per-frame signals (click to jump)")
+    plot = gr.Plot(elem_id="timeline", label="Timeline (click anywhere to jump)")
     with gr.Row():
         groups_table = gr.Dataframe(label="Groups", interactive=False, elem_id="groups_table")
         with gr.Column():
@@ -423,55 +517,83 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
         slider=slider,
         steps=steps,
         block=block,
+        pixel=pixel,
+        colour_legend=colour_legend,
+        heat_legend=heat_legend,
         layers=layers,
+        codec=codec,
+        heat=heat,
         opacity=opacity,
         colormap=colormap,
         scale=scale,
-        legend=legend,
-        keys=keys,
+        live=live,
         plot=plot,
+        signal_plot=signal_plot,
         groups_table=groups_table,
         group_pick=group_pick,
         steps_plot=steps_plot,
     )
 
 
-def wire_inspect_tab(
-    ws: Workspace, shared: SharedControls, tab: InspectTab, video_path: Any, option_controls: dict[str, Any]
-) -> None:
-    """Opening a run (which also fills the Run tab's ``video_path`` and ``option_controls``),
-    frame steps, keys, timeline and frame clicks, and the group stepper."""
-    rid = shared.run_id
-    view_outputs = [
+def _view_outputs(shared: SharedControls, tab: InspectTab, video_path: Any) -> list[Any]:
+    return [
         shared.summary,
         tab.slider,
         shared.frames,
         tab.frame,
         tab.info,
-        tab.legend,
+        tab.colour_legend,
+        tab.heat_legend,
         tab.plot,
+        tab.signal_plot,
         tab.groups_table,
         tab.group_pick,
         tab.steps_plot,
+        shared.shown_run,
         video_path,
     ]
+
+
+def wire_inspect_tab(
+    ws: Workspace, shared: SharedControls, tab: InspectTab, video_path: Any, option_controls: dict[str, Any]
+) -> None:
+    """Opening a run (which also fills the Run tab's ``video_path`` and ``option_controls``),
+    frame steps, keys, plot clicks, the group stepper, legends and live re-selection."""
+    rid = shared.run_id
+    view_outputs = _view_outputs(shared, tab, video_path)
     defaults = {name: c.value for name, c in option_controls.items()}
+    live_outputs = [*option_controls.values(), *tab.live.values()]
+
+    def on_run(r, shown, row, lay, op, cm, sc, ht):
+        out = show_run(ws, defaults, r, shown, row, lay, op, cm, sc, ht)
+        config = ws.store.get_run(r).config if r else {}
+        return (*out, *(gr.update(value=config[n]) if n in config else gr.update() for n in tab.live))
+
     rid.change(
-        lambda r, row, lay, op, cm, sc: show_run(ws, defaults, r, row, lay, op, cm, sc),
-        [rid, *tab.view_controls],
-        [*view_outputs, tab.layers, tab.opacity, tab.colormap, *option_controls.values()],
+        on_run,
+        [rid, shared.shown_run, *tab.view_controls],
+        [*view_outputs, tab.layers, tab.opacity, tab.colormap, *live_outputs],
         api_name=False,
     )
-    src_inputs = [tab.slider, rid, tab.layers, tab.opacity, tab.colormap, tab.scale, shared.frames]
-    tab.slider.change(None, src_inputs, None, js=SRC_JS, api_name=False)
-    for c in tab.view_controls[1:]:
+    src_inputs = [tab.slider, rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, shared.frames]
+    src_inputs.append(tab.codec)
+    for c in [tab.slider, rid, *tab.view_controls[1:], tab.codec]:
         c.change(None, src_inputs, None, js=SRC_JS, api_name=False)
+    for c in [*tab.view_controls[1:], tab.codec]:
         c.change(
-            lambda r, row, lay, op, cm, sc: legend_of(ws, r, row, lay, op, cm, sc),
-            [rid, *tab.view_controls],
-            tab.legend,
+            lambda r, lay, op, cm, sc, ht, k: legends_of(ws, r, lay, op, cm, sc, ht, k),
+            [rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, tab.codec],
+            [tab.colour_legend, tab.heat_legend],
             api_name=False,
+            show_progress="hidden",
         )
+    tab.slider.change(
+        lambda r, row, g: follow_group(ws, r, row, g),
+        [rid, tab.slider, tab.group_pick],
+        [tab.group_pick, tab.steps_plot],
+        api_name=False,
+        show_progress="hidden",
+    )
     for action, button in [*shared.key_buttons.items(), *tab.steps.items()]:
         if action in STEP_JS:
             # One-frame steps and the ends need no server: the slider knows its range.
@@ -480,14 +602,25 @@ def wire_inspect_tab(
             button.click(
                 lambda r, row, a=action: step(ws, r, row, a), [rid, tab.slider], tab.slider, api_name=False
             )
-    shared.help_btn.click(key_help, None, tab.keys, api_name=False)
-    shared.jump_btn.click(lambda r, x: jump(ws, r, x), [rid, shared.jump_frame], tab.slider, api_name=False)
-    shared.block_btn.click(
-        lambda r, row, xy: pick_block(ws, r, row, xy),
-        [rid, tab.slider, shared.block_xy],
-        tab.block,
+    shared.jump_btn.click(
+        lambda r, x, row: jump(ws, r, x, row),
+        [rid, shared.jump_frame, tab.slider],
+        tab.slider,
         api_name=False,
     )
     tab.group_pick.input(
         lambda r, g: show_group(ws, r, g), [rid, tab.group_pick], [tab.steps_plot, tab.slider], api_name=False
     )
+    names = list(tab.live)
+
+    def on_live(r, row, lay, op, cm, sc, ht, *values):
+        return reselect_live(ws, names, r, row, (lay, op, cm, sc, ht), list(values))
+
+    for control in tab.live.values():
+        control.input(
+            on_live,
+            [rid, *tab.view_controls, *tab.live.values()],
+            [rid, *view_outputs[:-1]],
+            api_name=False,
+            show_progress="hidden",
+        )

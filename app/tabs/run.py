@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from app.tabs.common import ui_error
-from app.tabs.sessions import SessionsPanel, build_sessions_panel, save_view, sessions_update
+from app.tabs.sessions import SessionsPanel, build_sessions_panel, save_view
 from app.workers import Cleanup, job_store, run_job, session_of
 from app.workspace import store_upload, upload_name
 from backend.errors import CodecLensError
@@ -22,15 +22,18 @@ if TYPE_CHECKING:
     from app.workspace import Workspace
 
 
-def option_controls() -> dict[str, Any]:
-    """One control per SelectionOptions field, generated from the field metadata."""
+def option_controls(names: Sequence[str] | None = None, prefix: str = "opt_") -> dict[str, Any]:
+    """One control per SelectionOptions field (or per field of ``names``), generated from the
+    field metadata; elem_id ``{prefix}{name}``."""
     from backend.config import field_help
     from backend.pipeline import SelectionOptions
 
     controls: dict[str, Any] = {}
     for name, meta in field_help(SelectionOptions).items():
+        if names is not None and name not in names:
+            continue
         label, info, default = meta["label"], meta["help"], meta["default"]
-        elem_id = f"opt_{name}"
+        elem_id = f"{prefix}{name}"
         if meta["choices"]:
             controls[name] = gr.Dropdown(
                 list(meta["choices"]), value=default, label=label, info=info, elem_id=elem_id
@@ -82,13 +85,18 @@ def on_upload(ws: Workspace, file: Any, session: str = "") -> tuple[Any, Any]:
     )
 
 
-def selection_options(names: Sequence[str], values: Sequence[Any]) -> Any:
-    """SelectionOptions from the option controls' values (numbers arrive as floats)."""
+def selection_options(
+    names: Sequence[str], values: Sequence[Any], *, base: dict[str, Any] | None = None
+) -> Any:
+    """SelectionOptions from the option controls' values (numbers arrive as floats); the other
+    options from ``base`` (a run's config) or their defaults."""
     from backend.pipeline import SelectionOptions
 
     defaults = SelectionOptions(profile="clean")
+    fields = set(defaults.as_dict())
     try:
-        raw = dict(zip(names, values, strict=True))
+        raw = {k: v for k, v in (base or {}).items() if k in fields}
+        raw |= dict(zip(names, values, strict=True))
         for name, value in raw.items():
             default = getattr(defaults, name)
             if isinstance(default, int) and not isinstance(default, bool) and value is not None:
@@ -160,6 +168,18 @@ def _select(
     return done["run_id"], result, done["how"]
 
 
+def running_stage(finished: str) -> str:
+    """The progress label after stage ``finished`` reported: the stage that runs now (the
+    pipeline reports each stage when it ends)."""
+    from backend.pipeline.registry import STAGES
+
+    names = list(STAGES.names)
+    if finished not in names:
+        return finished
+    i = names.index(finished)
+    return names[i + 1] if i + 1 < len(names) else "storing the run"
+
+
 def start_run(
     ws: Workspace,
     run_id: str,
@@ -172,9 +192,10 @@ def start_run(
     """Run (or re-select) the video at ``path_text`` with ``options``.
 
     ``view``: the open run's viewer (row, layers, opacity, colormap), saved so that reopening
-    it finds it as it was left. ``progress(fraction, desc=stage)`` follows the run. ``session``:
-    the browser session, whose pending jobs the worker pool caps. Returns the new run id, the
-    status line, the runs table and the stored-run choices.
+    it finds it as it was left. ``progress(fraction, desc=stage)`` follows the run, named after
+    the stage that runs. ``session``: the browser session, whose pending jobs the worker pool
+    caps. Returns the new run id and the status line (the runs table and the stored-run choice
+    follow the new run id: app.tabs.sessions).
     """
     t0 = time.perf_counter()
     try:
@@ -183,10 +204,10 @@ def start_run(
             raise gr.Error(f"{path_text}: is a directory, not a video file")
         if not video.is_file():
             raise gr.Error(f"{path_text}: no such video file")
-        progress(0.0, desc="starting")
+        progress(0.0, desc="probe")
 
         def on_progress(stage: str, fraction: float) -> None:
-            progress(fraction, desc=stage)
+            progress(fraction, desc=running_stage(stage))
 
         new_id, result, how = _select(ws, run_id, video, options, on_progress, session)
     except CodecLensError as exc:
@@ -199,8 +220,7 @@ def start_run(
         f"{len(result.selection.groups)} groups, {result.canvases.images.shape[0]} canvases, "
         f"{result.canvases.tokens.shape[0]} tokens."
     )
-    table, picks = sessions_update(ws, new_id)
-    return new_id, status, table, picks
+    return new_id, status
 
 
 @dataclass
@@ -240,7 +260,7 @@ def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: Inspec
     def upload(request: gr.Request, file: Any, current: str) -> tuple[Any, Any]:
         return on_upload(ws, file, session_of(request))
 
-    tab.upload.upload(
+    tab.upload.upload(None, None, tab.run_status, js="() => ''", api_name=False).then(
         upload,
         [tab.upload, run_id],
         [tab.video_path, tab.run_status],
@@ -265,11 +285,14 @@ def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: Inspec
         return start_run(ws, rid, path_text, (row, lay, op, cm), options, progress, session_of(request))
 
     viewer = [inspect.slider, inspect.layers, inspect.opacity, inspect.colormap]
-    tab.run_btn.click(
+    # A new attempt clears the last outcome first; only the status shows this run's error, and
+    # the progress bar covers the status alone (not the sessions panel under it).
+    tab.run_btn.click(None, None, tab.run_status, js="() => ''", api_name=False).then(
         run,
         [run_id, tab.video_path, *viewer, *tab.controls.values()],
-        [run_id, tab.run_status, tab.sessions.runs, tab.sessions.open_pick],
+        [run_id, tab.run_status],
         api_name=False,
         show_progress="full",
+        show_progress_on=tab.run_status,
         concurrency_limit=None,
     )

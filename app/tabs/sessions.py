@@ -97,6 +97,9 @@ def wire_sessions_panel(
     panel.refresh_btn.click(
         lambda rid: sessions_update(ws, rid), run_id, [panel.runs, panel.open_pick], api_name=False
     )
+    # Whatever opened a run (Run, Import, Open, a live re-selection, the page load), the runs
+    # table and the stored-run choice follow it.
+    run_id.change(lambda rid: sessions_update(ws, rid), run_id, [panel.runs, panel.open_pick], api_name=False)
     panel.open_btn.click(
         lambda current, chosen, row, lay, op, cm: open_stored(ws, current, chosen, row, lay, op, cm),
         [run_id, panel.open_pick, *view_controls],

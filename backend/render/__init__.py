@@ -21,7 +21,8 @@ from backend.render.facts import (
     kept_blocks_by_row,
     lost_blocks,
 )
-from backend.render.heatmap import SCALES, score_map
+from backend.render.heatmap import HEAT_SOURCES, SCALES, block_heat_grid, score_map
+from backend.render.native import draw_native
 from backend.render.overlays import (
     ANCHOR_BORDER_PX,
     CODEC_CELL_PX,
@@ -50,6 +51,7 @@ __all__ = [
     "CODEC_GRID_RGB",
     "COLORMAPS",
     "DEFAULT_LAYERS",
+    "HEAT_SOURCES",
     "KEPT_BORDER_PX",
     "KEPT_RGB",
     "LAYER_LABELS",
@@ -61,10 +63,12 @@ __all__ = [
     "LayerOptions",
     "OverlayPlan",
     "anchor_rows",
+    "block_heat_grid",
     "cached_plan",
     "check_row",
     "codec_grid_lines",
     "colormap_lut",
+    "draw_native",
     "draw_overlays",
     "draw_overlays_scaled",
     "frame_facts",

@@ -13,6 +13,8 @@ from backend.render.facts import check_row
 from backend.stages.score import upsample
 
 SCALES: tuple[str, ...] = ("frame", "video")
+HEAT_SOURCES: tuple[str, ...] = ("block", "signal")
+"""What a heatmap shows: the ranked 2×2-block score, or the score map per codec cell."""
 
 
 def video_log_max(result: RunResult) -> float:
@@ -53,6 +55,41 @@ def score_grid(
     top = max(video_log_max(result) if log_max is None else log_max, 1e-6)
     grid = np.log1p(np.maximum(np.asarray(raw, np.float32), 0)) / np.float32(top)
     return grid.astype(np.float32)
+
+
+def video_block_max(result: RunResult) -> float:
+    """Largest block score over all candidate frames (the ``video`` scale's 1.0 for block heat)."""
+    scores = result.scores.block_scores
+    return float(scores.max()) if scores.size else 0.0
+
+
+def block_heat_grid(
+    result: RunResult, row: int, *, scale: str = "frame", video_max: float | None = None
+) -> np.ndarray:
+    """The 2×2-block scores of a candidate frame as a grid in [0, 1].
+
+    Parameters
+    ----------
+    result : a finished run.
+    row : candidate row.
+    scale : ``frame`` (divided by the frame's highest block score) or ``video`` (by the run's,
+        ``video_max``, computed when not given).
+
+    Returns
+    -------
+    (block_rows, block_cols) float32 in [0, 1].
+    """
+    check_row(result, row)
+    if scale not in SCALES:
+        raise ValueError(f"Invalid scale ({scale!r}). Supported values are {', '.join(SCALES)}.")
+    bh_n, bw_n = result.geometry.block_grid_hw
+    scores = np.maximum(np.asarray(result.scores.block_scores[row], np.float32), 0).reshape(bh_n, bw_n)
+    top = (
+        float(scores.max())
+        if scale == "frame"
+        else (video_block_max(result) if video_max is None else video_max)
+    )
+    return np.clip(scores / np.float32(max(top, 1e-6)), 0, 1).astype(np.float32)
 
 
 def score_map(result: RunResult, row: int, *, scale: str = "frame") -> np.ndarray:

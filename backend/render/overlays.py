@@ -27,11 +27,14 @@ from backend.render.colors import (
 )
 from backend.render.facts import anchor_rows, check_row, kept_blocks_by_row, lost_blocks
 from backend.render.heatmap import (
+    HEAT_SOURCES,
     SCALES,
+    block_heat_grid,
     heatmap_rgb,
     legend,
     legend_stops,
     score_grid,
+    video_block_max,
     video_log_max,
     video_raw_max,
 )
@@ -66,6 +69,10 @@ class LayerOptions:
     scale: str = "frame"
     """``frame``: the stored per-frame normalised map; ``video``: the raw signal (log1p) divided
     by its maximum over all candidate frames, so frames are comparable to each other."""
+    heat: str = "signal"
+    """What the heatmap shows (:data:`HEAT_SOURCES`): ``signal``, the score map per codec cell;
+    ``block``, the 2×2-block score the selection ranks (on the ``frame`` scale divided by the
+    frame's highest block score, on the ``video`` scale by the run's)."""
     patch_grid: bool = False
     block_grid: bool = False
     codec_grid: bool = False
@@ -87,6 +94,8 @@ class LayerOptions:
             )
         if self.scale not in SCALES:
             raise ValueError(f"Invalid scale ({self.scale!r}). Supported values are {', '.join(SCALES)}.")
+        if self.heat not in HEAT_SOURCES:
+            raise ValueError(f"Invalid heat ({self.heat!r}). Supported values are {', '.join(HEAT_SOURCES)}.")
 
 
 LAYER_NAMES: tuple[str, ...] = (
@@ -116,7 +125,12 @@ DEFAULT_LAYERS: tuple[str, ...] = ("kept", "anchor", "bad")
 
 
 def layer_options(
-    layers: str | Sequence[str], *, opacity: float = 0.5, colormap: str = "turbo", scale: str = "frame"
+    layers: str | Sequence[str],
+    *,
+    opacity: float = 0.5,
+    colormap: str = "turbo",
+    scale: str = "frame",
+    heat: str = "signal",
 ) -> LayerOptions:
     """LayerOptions for layer names (a sequence, or ``a,b,c``); unknown names list the choices."""
     chosen = set(parse_names(layers, LAYER_NAMES, what="layer"))
@@ -125,6 +139,7 @@ def layer_options(
         opacity=float(opacity),
         colormap=colormap,
         scale=scale,
+        heat=heat,
         patch_grid="patch_grid" in chosen,
         block_grid="grid" in chosen,
         codec_grid="codec_grid" in chosen,
@@ -196,7 +211,8 @@ class OverlayPlan:
     """Candidate row → (m, 2) kept [block_row, block_col]."""
     anchors: frozenset[int]
     log_max: float
-    """The ``video`` scale's 1.0 (0 when the heatmap is off or on the frame scale)."""
+    """The ``video`` scale's 1.0 (0 when the heatmap is off or on the frame scale): log1p of the
+    largest raw signal, or the largest block score with ``heat="block"``."""
     legend: np.ndarray | None
     """(40, 256, 3) colour bar (None when the heatmap is off)."""
     legend_stops: tuple[tuple[float, tuple[int, int, int]], ...]
@@ -219,7 +235,17 @@ def plan_overlays(result: RunResult, *, options: LayerOptions) -> OverlayPlan:
     stops: tuple[tuple[float, tuple[int, int, int]], ...] = ()
     labels = ("", "")
     log_max = 0.0
-    if options.heatmap:
+    if options.heatmap and options.heat == "block":
+        if options.scale == "video":
+            log_max = video_block_max(result)
+            labels = ("0", f"{log_max:.1f} (run max block score)")
+            high = log_max
+        else:
+            labels = ("0", "1 (frame max block score)")
+            high = 1.0
+        leg = legend(options.colormap, *labels)
+        stops = legend_stops(options.colormap, high, log=False)
+    elif options.heatmap:
         if options.scale == "video":
             log_max = video_log_max(result)
             high = video_raw_max(result)
@@ -283,7 +309,10 @@ def draw_overlays(result: RunResult, row: int, plan: OverlayPlan) -> np.ndarray:
     opts = plan.options
     frame = result.decoded.pixels[row]
     if opts.heatmap:
-        grid = score_grid(result, row, scale=opts.scale, log_max=plan.log_max)
+        if opts.heat == "block":
+            grid = block_heat_grid(result, row, scale=opts.scale, video_max=plan.log_max)
+        else:
+            grid = score_grid(result, row, scale=opts.scale, log_max=plan.log_max)
         colour = heatmap_rgb(grid, result.geometry.processed_hw, opts.colormap)
         image = cv2.addWeighted(colour, float(opts.opacity), frame, 1.0 - float(opts.opacity), 0.0)
     else:

@@ -241,8 +241,9 @@ def load_front(folder: Path) -> Front:
     pixels = np.asarray(np.load(folder / "pixels.npy", mmap_mode="r"))
     i = rec["info"]
     info = VideoInfo(
-        **{k: v for k, v in i.items() if k != "stss_keyframes"},
+        **{k: v for k, v in i.items() if k not in ("stss_keyframes", "sample_aspect_ratio")},
         stss_keyframes=None if i["stss_keyframes"] is None else tuple(i["stss_keyframes"]),
+        sample_aspect_ratio=tuple(i.get("sample_aspect_ratio") or (1, 1)),
         packet_pts_secs=arr["packet_pts_secs"],
         packet_size_bytes=arr["packet_size_bytes"],
         packet_is_keyframe=arr["packet_is_keyframe"],

@@ -191,4 +191,5 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
         packet_is_keyframe=raw.packet_is_keyframe[order],
         stss_keyframes=read_mp4_stss(p),
         has_programs=raw.format_name == "mpegts",
+        sample_aspect_ratio=raw.sample_aspect_ratio,
     )

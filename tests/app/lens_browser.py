@@ -61,12 +61,16 @@ def served_app(ws: Any, *, run_id: str | None = None, gradio_tmp: Path | None = 
 
 
 @contextmanager
-def open_page(url: str, *, height: int = 1000, accept_downloads: bool = False) -> Iterator[Any]:
+def open_page(
+    url: str, *, height: int = 1000, width: int = 1400, accept_downloads: bool = False
+) -> Iterator[Any]:
     """A page on ``url`` in headless Debian Chromium; fails if it requested anything off the machine."""
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": height}, accept_downloads=accept_downloads)
+        page = browser.new_page(
+            viewport={"width": width, "height": height}, accept_downloads=accept_downloads
+        )
         external: list[str] = []
         page.on(
             "request",

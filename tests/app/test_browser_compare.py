@@ -199,3 +199,35 @@ def test_a_new_comparison_runs_from_a_path_and_opens(page) -> None:
         " document.querySelector('#cmp_info_' + i).innerText.includes(' · frame 1 · '))",
         timeout=15_000,
     )
+
+
+def test_a_reload_brings_the_open_comparison_back(page) -> None:
+    """Issue 15, defect 10: after a reload the comparison shown last comes back whole."""
+    before = page.locator("#cmp_info_0").inner_text().split(" · ")[0]
+    page.reload()
+    page.get_by_role("tab", name="Compare codecs").click()
+    page.wait_for_function(
+        "() => document.querySelector('#cmp_info_0').innerText.includes(' · frame 0 · ')", timeout=60_000
+    )
+    assert page.locator("#cmp_info_0").inner_text().startswith(before)
+    assert int(page.locator("#cmp_slider input[type=range]").get_attribute("max")) > 1
+    for table in ("#cmp_variants", "#cmp_pairs"):
+        headers = page.locator(f"{table} th").all_inner_texts()
+        assert headers and not {h.strip() for h in headers} <= {"1", "2", "3", ""}, headers
+    page.locator("#cmp_settings").click()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "() => document.querySelector('#cmp_info_0').innerText.includes(' · frame 1 · ')", timeout=15_000
+    )
+    page.locator("#cmp_metrics").scroll_into_view_if_needed()
+    point = page.evaluate(
+        """() => {
+          const gd = document.querySelector('#cmp_metrics .js-plotly-plot');
+          const xa = gd._fullLayout.xaxis, size = gd._fullLayout._size, r = gd.getBoundingClientRect();
+          return {x: r.left + xa._offset + xa.c2p(6), y: r.top + size.t + size.h * 0.5};
+        }"""
+    )
+    page.mouse.click(point["x"], point["y"])  # anywhere on the plot, not on a point
+    page.wait_for_function(
+        "() => document.querySelector('#cmp_info_0').innerText.includes(' · frame 6 · ')", timeout=15_000
+    )

@@ -158,10 +158,10 @@ def test_timeline_cursor_follows_the_viewer_and_blocks_can_be_picked(page) -> No
     box = page.locator("#frame img").bounding_box()
     page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
     page.wait_for_function(
-        "() => document.querySelector('#block_info').innerText.startsWith('block (')", timeout=15_000
+        "() => document.querySelector('#block_info').innerText.includes('decision')", timeout=15_000
     )
     text = page.locator("#block_info").inner_text()
-    assert "score" in text and "rank" in text and ("canvas" in text or "not kept" in text)
+    assert "block score" in text and "rank in group" in text and "K=" in text
 
 
 def _run_id(page) -> str:

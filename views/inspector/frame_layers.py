@@ -161,8 +161,11 @@ def block_at(result: RunResult, row: int, x: int, y: int) -> dict[str, Any]:
     ``score`` (block score); ``rank`` (1 = best among the group's candidate blocks, None for
     the anchor or frames that are not candidates); ``kept`` (True when the block's pixels are in
     a canvas, which holds for every block of an anchor); ``kept_as`` (``anchor``, ``block`` or
-    None); and ``canvas_index``, ``packed_row``, ``packed_col`` (canvas patch position of the
-    block's top-left patch, None when not kept).
+    None); ``canvas_index``, ``packed_row``, ``packed_col`` (canvas patch position of the
+    block's top-left patch, None when not kept); ``group_index`` (the group holding the row, None
+    outside every group), ``budget`` (the group's K, None without a selection), ``candidates``
+    (blocks the group ranked), ``box`` (x, y, width, height of the block in processed pixels),
+    ``cell_px`` (side of one raw-grid cell in source pixels) and ``decision`` (in words).
     """
     check_row(result, row)
     geo = result.geometry
@@ -215,6 +218,12 @@ def block_at(result: RunResult, row: int, x: int, y: int) -> dict[str, Any]:
     return {
         "block_row": block_row,
         "block_col": block_col,
+        "box": (x0, y0, min(f, w - x0), min(f, h - y0)),
+        "group_index": _spec_group_index(result, row),
+        "budget": None if sel is None else int(sel.budget),
+        "candidates": None if sel is None else int(sel.candidate_count),
+        "cell_px": None if grid is None else result.geometry.orig_hw[1] / grid.shape[1],
+        "decision": _decision(result, row, sel, t, rank, kept_as, canvas_index),
         "bitcost": bitcost,
         "bitcost_cells": cells,
         "score": score,
@@ -225,6 +234,36 @@ def block_at(result: RunResult, row: int, x: int, y: int) -> dict[str, Any]:
         "packed_row": packed_row,
         "packed_col": packed_col,
     }
+
+
+def _decision(
+    result: RunResult,
+    row: int,
+    sel: Any,
+    t: int | None,
+    rank: int | None,
+    kept_as: str | None,
+    canvas_index: int | None,
+) -> str:
+    """Why the block was kept or not, in words ("kept: rank 12 ≤ K=40", "anchor frame", …)."""
+    if sel is None:
+        group = _spec_group_index(result, row)
+        if group is not None and group in result.selection.skipped_group_indices:
+            return f"not a candidate: group {group} was skipped (no selection made from it)"
+        return "not a candidate: the frame is in no selected group"
+    if t == 0:
+        where = "" if canvas_index is None else f" (canvas {canvas_index})"
+        return f"anchor frame: kept whole{where}"
+    if not bool(result.quality.good[row]):
+        return f"not a candidate: bad frame ({result.quality.reasons[row] or 'bad'})"
+    k = int(sel.budget)
+    if rank is None:
+        return "not a candidate"
+    if kept_as == "block":
+        return f"kept: rank {rank} ≤ K={k}" if rank <= k else f"kept: rank {rank} (tie at the cut-off), K={k}"
+    if rank > k:
+        return f"lost: rank {rank} > K={k}"
+    return f"lost: rank {rank} ≤ K={k}, a tie at the cut-off went to another block"
 
 
 def _anchor_canvases(result: RunResult, group_index: int) -> np.ndarray:

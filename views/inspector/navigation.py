@@ -14,7 +14,10 @@ KEY_MAP = (
     ("Shift+← / Shift+→", "previous / next keyframe"),
     ("[ / ]", "previous / next group boundary"),
     ("Home / End", "first / last frame"),
-    ("?", "show this key map"),
+    ("Space", "play / pause (at the chosen rate)"),
+    ("b", "A/B flip: the frame with the layers or run saved as B, and back"),
+    ("+ / − / 0", "zoom in / out / fit (wheel zooms, drag pans)"),
+    ("?", "show or hide this key map"),
 )
 
 
@@ -43,6 +46,14 @@ def group_start_rows(result: RunResult) -> np.ndarray:
     return np.asarray(sorted({s.start for s in result.groups.specs}), dtype=np.int64)
 
 
+def group_of_row(result: RunResult, row: int) -> int | None:
+    """The group holding candidate ``row`` (skipped groups included), None outside every group."""
+    for spec in result.groups.specs:
+        if spec.start <= row < spec.end:
+            return int(spec.group_index)
+    return None
+
+
 def navigate(result: RunResult, row: int, action: str) -> int:
     """The row an action moves to from ``row``; stays put at either end.
 
@@ -68,7 +79,20 @@ def navigate(result: RunResult, row: int, action: str) -> int:
     return int(earlier[-1]) if earlier.size else row
 
 
-def row_for_frame(result: RunResult, frame_index: float) -> int:
-    """The candidate row showing ``frame_index``, or the nearest candidate's row."""
+def row_for_frame(result: RunResult, frame_index: object, *, default_row: int = 0) -> int:
+    """The candidate row showing ``frame_index``, or the nearest candidate's row.
+
+    A click anywhere on a plot sends whatever x the browser read: ``frame_index`` may be a
+    string, None, NaN or beyond the video. Out-of-range values go to the nearest candidate;
+    what is not a number at all returns ``default_row`` (clamped to the run), never an error.
+    """
     fids = result.candidates.frame_indices.astype(np.int64)
-    return int(np.argmin(np.abs(fids - round(float(frame_index)))))
+    last = int(fids.size) - 1
+    try:
+        value = float(str(frame_index).strip()) if frame_index is not None else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not np.isfinite(value):
+        return min(max(int(default_row), 0), last)
+    value = min(max(value, -1e12), 1e12)
+    return int(np.argmin(np.abs(fids - round(value))))

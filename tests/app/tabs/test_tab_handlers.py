@@ -41,20 +41,28 @@ def _option_defaults() -> dict[str, Any]:
 
 def test_opening_a_run_shows_its_first_frame_and_options(ws: Workspace, run_id: str) -> None:
     defaults = _option_defaults()
-    out = inspect.show_run(ws, defaults, run_id, 0, LAYERS, 0.5, "turbo", "frame")
+    out = inspect.show_run(ws, defaults, run_id, "", 0, LAYERS, 0.5, "turbo", "frame")
     assert len(out) == len(inspect.VIEW_OUTPUTS) + 3 + len(defaults)
     view = dict(zip(inspect.VIEW_OUTPUTS, out, strict=False))
     assert "flower_timelapse_cc0.mp4" in view["summary"] and "canvases" in view["summary"]
+    assert "pipeline " in view["summary"] and view["shown_run"] == run_id
     assert view["slider"]["value"] == 0 and view["slider"]["maximum"] > 10
-    assert f"lens/frame?run={run_id}&row=0&l=kept%2Canchor" in view["frame"]
+    assert f"lens/frame?run={run_id}&amp;row=0&amp;l=kept%2Canchor" in view["frame"]
+    assert 'data-nw="960"' in view["frame"] and "data-dar=" in view["frame"]
     assert "candidate 0 · frame 0" in view["info"]
+    assert view["group_pick"]["value"] == 0 and "kept" in view["colour_legend"]
     assert view["video_path"]["value"] == str(SAMPLE_VIDEO.resolve())
     layers, opacity, cmap = out[len(inspect.VIEW_OUTPUTS) : len(inspect.VIEW_OUTPUTS) + 3]
     assert (layers, opacity, cmap) == (LAYERS, 0.5, "turbo")
     options = out[len(inspect.VIEW_OUTPUTS) + 3 :]
     assert options[list(defaults).index("profile")]["value"] == "clean"
     # Without a run nothing changes.
-    assert all(u == gr.update() for u in inspect.show_run(ws, defaults, "", 0, LAYERS, 0.5, "turbo", "frame"))
+    assert all(
+        u == gr.update() for u in inspect.show_run(ws, defaults, "", "", 0, LAYERS, 0.5, "turbo", "frame")
+    )
+    # A run the viewer already shows (a live re-selection drew it): only the options change.
+    again = inspect.show_run(ws, defaults, run_id, run_id, 0, LAYERS, 0.5, "turbo", "frame")
+    assert all(u == gr.update() for u in again[: len(inspect.VIEW_OUTPUTS) + 3])
 
 
 def test_changing_a_layer_changes_the_frame_and_the_legend(ws: Workspace, run_id: str) -> None:
@@ -62,9 +70,14 @@ def test_changing_a_layer_changes_the_frame_and_the_legend(ws: Workspace, run_id
     plain = inspect.render_jpeg(ws, cache, run_id, 2, "kept", 0.5, "turbo", "frame")
     heat = inspect.render_jpeg(ws, cache, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame")
     assert plain[:2] == heat[:2] == b"\xff\xd8" and plain != heat
-    assert inspect.legend_of(ws, run_id, 2, ["kept"], 0.5, "turbo", "frame") is None
-    legend = inspect.legend_of(ws, run_id, 2, ["kept", "heatmap"], 0.5, "turbo", "frame")
-    assert legend is not None and legend.ndim == 3
+    signal = inspect.render_jpeg(ws, cache, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame", "signal")
+    assert signal != heat  # the app's default is the ranked 2×2-block score, not the per-cell signal
+    colour, bar = inspect.legends_of(ws, run_id, ["kept"], 0.5, "turbo", "frame", "block")
+    assert bar == "" and "<img" not in colour and "anchor" in colour
+    colour, bar = inspect.legends_of(ws, run_id, ["kept", "heatmap"], 0.5, "turbo", "video", "signal")
+    assert "bits per" in bar and "the run's highest cell" in bar
+    _, bar = inspect.legends_of(ws, run_id, ["heatmap"], 0.5, "turbo", "frame", "block")
+    assert "2×2-block score" in bar and "this frame's highest block score" in bar
     with pytest.raises(ValueError, match=r"Invalid row \(9999\)"):
         inspect.render_jpeg(ws, cache, run_id, 9999, "kept", 0.5, "turbo", "frame")
     assert inspect.info_fragment(ws, run_id, 2).startswith("candidate 2 · frame ")
@@ -76,7 +89,17 @@ def test_steps_jumps_blocks_and_groups(ws: Workspace, run_id: str) -> None:
     assert inspect.step(ws, run_id, 0, "next_group") == second.start
     frame_index = int(result.candidates.frame_indices[5])
     assert inspect.jump(ws, run_id, str(frame_index)) == 5
-    assert inspect.pick_block(ws, run_id, 0, "3,3").startswith("block (0, 0) · bitcost ")
+    # A click anywhere on a plot: NaN, None, text or beyond the video never raise.
+    assert inspect.jump(ws, run_id, "NaN", 7) == 7
+    assert inspect.jump(ws, run_id, None, 3) == 3
+    assert inspect.jump(ws, run_id, "1e30") == result.candidates.frame_indices.size - 1
+    assert inspect.jump(ws, run_id, "-40.6") == 0
+    table = inspect.pick_block(ws, run_id, 0, "3,3")
+    assert "(0, 0)" in table and "bits per" in table and "anchor frame" in table
+    table = inspect.pick_block(ws, run_id, 1, "3,3")
+    assert "K=" in table and ("kept: rank" in table or "lost: rank" in table or "not a candidate" in table)
+    assert inspect.follow_group(ws, run_id, second.start, 0)[0]["value"] == second.group_index
+    assert inspect.follow_group(ws, run_id, second.start, second.group_index) == (gr.update(), gr.update())
     with pytest.raises(gr.Error, match="bad block position"):
         inspect.pick_block(ws, run_id, 0, "nowhere")
     plot, start = inspect.show_group(ws, run_id, second.group_index)
@@ -102,6 +125,7 @@ def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str
         run.start_run(ws, run_id, str(ws.output_root / "missing.mp4"), view, options, _no_progress)
     with pytest.raises(gr.Error, match="is a directory, not a video file"):
         run.start_run(ws, run_id, str(ws.output_root), view, options, _no_progress)
+    assert run.running_stage("geometry") == "decode" and run.running_stage("pack") == "storing the run"
     with pytest.raises(gr.Error, match="outside"):
         run.start_run(ws, run_id, str(tmp_path / "elsewhere.mp4"), view, options, _no_progress)
     names = list(_option_defaults())
@@ -116,15 +140,31 @@ def test_a_changed_selection_option_reselects_from_the_cache(ws: Workspace, run_
     values = [2 if name == "images_per_group" else v for name, v in _option_defaults().items()]
     options = run.selection_options(names, values)
     seen: list[str] = []
-    new_id, status, table, picks = run.start_run(
+    new_id, status = run.start_run(
         ws, run_id, str(SAMPLE_VIDEO), (3, LAYERS, 0.4, "magma"), options, lambda f, desc: seen.append(desc)
     )
     assert new_id != run_id and "re-selected from the cache, nothing decoded" in status
-    assert seen[0] == "starting"
+    assert seen[0] == "probe"
+    table, picks = sessions.sessions_update(ws, new_id)
     assert ws.store.get_run(new_id).parent_run_id == run_id
     assert ws.store.load_view(run_id) == {"row": 3, "layers": LAYERS, "opacity": 0.4, "colormap": "magma"}
     assert picks["value"] == new_id and new_id in {v for _, v in picks["choices"]}
     assert [r[0] for r in table["value"]] == [r.run_id for r in ws.store.list_runs()]
+
+
+def test_live_reselection_redraws_the_view(ws: Workspace, run_id: str) -> None:
+    names = list(inspect.LIVE_OPTIONS)
+    config = ws.store.get_run(run_id).config
+    values = [config[n] for n in names]
+    view = (LAYERS, 0.5, "turbo", "frame", "block")
+    assert all(u == gr.update() for u in inspect.reselect_live(ws, names, run_id, 4, view, values))
+    values[names.index("images_per_group")] = 3
+    out = inspect.reselect_live(ws, names, run_id, 4, view, values)
+    new_id, shown = out[0], dict(zip(inspect.VIEW_OUTPUTS, out[1:], strict=False))
+    assert new_id != run_id and shown["shown_run"] == new_id
+    assert ws.store.get_run(new_id).config["images_per_group"] == 3
+    assert shown["slider"]["value"] == 4 and f"run={new_id}" in shown["frame"]
+    assert ws.store.load_view(run_id)["row"] == 4
 
 
 def test_reopening_a_stored_run_saves_the_viewer(ws: Workspace, run_id: str) -> None:
@@ -181,3 +221,50 @@ def test_export_panel_sizes_the_clip_and_ranges_the_figure(ws: Workspace, run_id
 
 def _no_progress(fraction: float, desc: str = "") -> None:
     pass
+
+
+def test_native_frames_and_the_block_readout_route(ws: Workspace, run_id: str) -> None:
+    import io
+
+    from PIL import Image
+
+    from app.tabs import inspect_routes
+
+    cache = JpegCache(budget_bytes=8 << 20)
+    sources = inspect_routes.SourceFrames(ws)
+    data = inspect_routes.render_native_jpeg(
+        ws, cache, sources, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame"
+    )
+    assert Image.open(io.BytesIO(data)).size == (960, 540)  # the source size, not the processed one
+    result = ws.result(run_id)
+    h, w = result.geometry.processed_hw
+    out = inspect_routes.block_fragment(ws, sources, run_id, 2, w // 2, h // 2, native=True)
+    assert "decision" in out["html"] and out["pixel"].startswith(f"pixel ({480}, {270}) source")
+    assert out["box"][2] == result.geometry.patch * result.geometry.block_size
+    # The A/B flip asks for another run's frame by frame index.
+    frame_index = int(result.candidates.frame_indices[9])
+    flipped = inspect_routes.render_jpeg(
+        ws, cache, run_id, 0, "kept", 0.5, "turbo", "frame", "block", str(frame_index)
+    )
+    assert flipped == inspect_routes.render_jpeg(ws, cache, run_id, 9, "kept", 0.5, "turbo", "frame", "block")
+
+
+def test_codec_layers_draw_vectors_and_qp(ws: Workspace, run_id: str) -> None:
+    from app.tabs import inspect_routes
+
+    cache = JpegCache(budget_bytes=8 << 20)
+    sides = inspect_routes.CodecSides(ws)
+    result = ws.result(run_id)
+    # A P or B frame of the H.264 sample: it has vectors and a QP table.
+    row = next(r for r, p in enumerate(result.decoded.pict_types) if p in ("P", "B"))
+    side = sides.frame(run_id, int(result.candidates.frame_indices[row]))
+    assert side is not None and side["mvs"].shape[1] == 8 and len(side["mvs"]) > 0 and side["qp"] is not None
+    plain = inspect_routes.render_jpeg(
+        ws, cache, run_id, row, "kept", 0.5, "turbo", "frame", "block", None, ""
+    )
+    args = (ws, cache, run_id, row, "kept", 0.5, "turbo", "frame", "block", None)
+    vectors = inspect_routes.render_jpeg(*args, "mv", sides=sides)
+    qp = inspect_routes.render_jpeg(*args, "qp", sides=sides)
+    assert len({plain, vectors, qp}) == 3
+    colour, _ = inspect.legends_of(ws, run_id, ["kept"], 0.5, "turbo", "frame", "block", ["mv", "qp"])
+    assert "motion vector" in colour and "block QP" in colour and "exports no" not in colour

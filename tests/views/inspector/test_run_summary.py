@@ -24,3 +24,32 @@ def test_gallery_and_summary_match_the_run(result):
     assert len(gallery) == result.canvases.images.shape[0]
     assert "anchor" in gallery[0][1] and "blocks" in gallery[1][1]
     assert "Profile **clean**" in run_summary.prepare_summary(result)
+
+
+def test_signal_plots_have_four_rows_and_a_cursor(result):
+    import numpy as np
+
+    from views.inspector import signal_plots
+
+    fig = signal_plots.prepare_signal_plots(result, cursor_frame_index=7)
+    assert [t.name for t in fig.data] == [
+        "bits per frame (kbit)",
+        "kept blocks",
+        "coverage (%)",
+        "luma mean (Y)",
+    ]
+    assert [s.name for s in fig.layout.shapes] == ["cursor"] and fig.layout.shapes[0].x0 == 7
+    series = signal_plots.per_candidate_series(result)
+    assert series["coverage"].max() == 1.0  # anchors are kept whole
+    assert np.all((series["luma_mean"] > 0) & (series["luma_mean"] < 255))
+    assert len(fig.data[0].x) == result.info.packet_size_bytes.size
+
+
+def test_summary_words_plurals_and_times(result):
+    text = run_summary.prepare_summary(result, pipeline_secs=3.97, reopen_secs=0.23)
+    assert "pipeline 3.97 s (reopened from the cache in 0.23 s)" in text
+    assert (
+        run_summary.plural(1, "warning") == "1 warning"
+        and run_summary.plural(2, "canvas", "canvases") == "2 canvases"
+    )
+    assert run_summary.aspect_note(result) == ""  # square pixels

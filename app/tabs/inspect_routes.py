@@ -1,0 +1,265 @@
+"""The frame viewer's own routes (app.server): frame JPEGs at the processed or source size, the info
+line and the block readout under the cursor. Plain functions of the workspace, testable without a server."""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from backend.errors import CodecLensError
+
+if TYPE_CHECKING:
+    from app.workspace import Workspace
+    from backend.pipeline import RunResult
+    from views.inspector.frame_cache import JpegCache
+
+JPEG_CACHE_BYTES = 128 << 20
+PREFETCH_AHEAD = 4
+PREFETCH_BEHIND = 2
+DEFAULT_HEAT = "block"
+SOURCE_FRAMES_KEPT = 6
+
+
+def layer_options(
+    layers: list[str] | str, opacity: float, colormap: str, scale: str, heat: str = DEFAULT_HEAT
+) -> Any:
+    """LayerOptions from the layer controls (layer names as a list, or comma-separated)."""
+    from backend.render import layer_options as options_for
+
+    return options_for(layers, opacity=opacity, colormap=colormap, scale=scale, heat=heat or DEFAULT_HEAT)
+
+
+def checked_row(result: RunResult, row: int) -> None:
+    n = int(result.candidates.frame_indices.size)
+    if not 0 <= row < n:
+        raise ValueError(f"Invalid row ({row}). Supported values are 0 to {n - 1}")
+
+
+def resolve_row(result: RunResult, row: int, frame: str | int | None) -> int:
+    """``row``, or with ``frame`` (the A/B flip shows another run at the same frame) the row of
+    the candidate nearest that frame."""
+    from views.inspector.navigation import row_for_frame
+
+    if frame not in (None, ""):
+        return row_for_frame(result, frame, default_row=0)
+    checked_row(result, row)
+    return int(row)
+
+
+class SourceFrames:
+    """Source frames at their own size, decoded in the worker pool (app.jobs.source_frame) and
+    kept for the last few (run, frame) pairs; one decode at a time."""
+
+    def __init__(self, ws: Workspace, keep: int = SOURCE_FRAMES_KEPT) -> None:
+        self._ws = ws
+        self._keep = keep
+        self._items: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._decode = threading.Lock()
+
+    def get(self, run_id: str, frame_index: int) -> np.ndarray:
+        from app import jobs
+        from app.workers import run_job
+
+        key = (run_id, int(frame_index))
+        with self._decode:
+            with self._lock:
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    return self._items[key]
+            info = self._ws.result(run_id).info
+            frame = run_job(self._ws.pool, jobs.source_frame, info, int(frame_index), subject="native view")
+            with self._lock:
+                self._items[key] = frame
+                while len(self._items) > self._keep:
+                    self._items.popitem(last=False)
+            return frame
+
+
+class CodecSides:
+    """Motion vectors and per-block QP of a run's candidates, read in one decode pass in the worker
+    pool (app.jobs.codec_side_data) the first time a codec layer is asked for; a few runs kept."""
+
+    def __init__(self, ws: Workspace, keep: int = 2) -> None:
+        self._ws = ws
+        self._keep = keep
+        self._runs: OrderedDict[str, dict[int, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def frame(self, run_id: str, frame_index: int) -> dict[str, Any] | None:
+        from app import jobs
+        from app.workers import run_job
+
+        with self._lock:
+            if run_id not in self._runs:
+                result = self._ws.result(run_id)
+                frames = sorted({int(f) for f in result.candidates.frame_indices.tolist()})
+                self._runs[run_id] = run_job(
+                    self._ws.pool, jobs.codec_side_data, result.info, frames, subject="codec layers"
+                )
+                while len(self._runs) > self._keep:
+                    self._runs.popitem(last=False)
+            self._runs.move_to_end(run_id)
+            return self._runs[run_id].get(int(frame_index))
+
+
+def _with_codec_layers(
+    image: np.ndarray, sides: CodecSides | None, run_id: str, result: RunResult, row: int, codec: str
+) -> np.ndarray:
+    from views.inspector.codec_layers import draw_codec_layers, parse_codec_layers
+
+    layers = parse_codec_layers(codec)
+    if not layers or sides is None:
+        return image
+    side = sides.frame(run_id, int(result.candidates.frame_indices[row]))
+    return draw_codec_layers(image, side, (result.info.height, result.info.width), layers)
+
+
+def render_jpeg(
+    ws: Workspace,
+    cache: JpegCache,
+    run_id: str,
+    row: int,
+    layers: str,
+    opacity: float,
+    cmap: str,
+    scale: str,
+    heat: str = DEFAULT_HEAT,
+    frame: str | None = None,
+    codec: str = "",
+    sides: CodecSides | None = None,
+) -> bytes:
+    """JPEG bytes of one frame for the frame route; its neighbours go to the prefetcher.
+
+    ``codec``: codec layers (``mv``, ``qp``) drawn over it from ``sides``.
+    Raises the backend's errors, and ValueError for a row outside the run.
+    """
+    from views.inspector.codec_layers import parse_codec_layers
+    from views.inspector.frame_layers import prepare_frame_layers
+
+    result = ws.result(run_id)
+    row = resolve_row(result, row, frame)
+    n = int(result.candidates.frame_indices.size)
+    opts = layer_options(layers, opacity, cmap, scale, heat)
+    kinds = ",".join(parse_codec_layers(codec))
+
+    def job(r: int) -> tuple[Any, Any]:
+        key = (run_id, r, opts, kinds)
+        return key, lambda: _with_codec_layers(
+            prepare_frame_layers(result, r, opts).image, sides, run_id, result, r, kinds
+        )
+
+    data = cache.get(*job(row))
+    near = [row + d for d in range(1, PREFETCH_AHEAD + 1)] + [row - d for d in range(1, PREFETCH_BEHIND + 1)]
+    cache.prefetch([job(r) for r in near if 0 <= r < n])
+    return data
+
+
+def render_native_jpeg(
+    ws: Workspace,
+    cache: JpegCache,
+    sources: SourceFrames,
+    run_id: str,
+    row: int,
+    layers: str,
+    opacity: float,
+    cmap: str,
+    scale: str,
+    heat: str = DEFAULT_HEAT,
+    frame: str | None = None,
+    codec: str = "",
+    sides: CodecSides | None = None,
+) -> bytes:
+    """JPEG bytes of one candidate frame decoded at its source size (in a worker), layers drawn."""
+    from backend.render import cached_plan, draw_native
+    from views.inspector.codec_layers import parse_codec_layers
+
+    result = ws.result(run_id)
+    row = resolve_row(result, row, frame)
+    opts = layer_options(layers, opacity, cmap, scale, heat)
+    fid = int(result.candidates.frame_indices[row])
+    kinds = ",".join(parse_codec_layers(codec))
+
+    def draw() -> np.ndarray:
+        image = draw_native(result, row, cached_plan(result, opts), sources.get(run_id, fid))
+        return _with_codec_layers(image, sides, run_id, result, row, kinds)
+
+    return cache.get((run_id, row, opts, kinds, "native"), draw)
+
+
+def info_fragment(ws: Workspace, run_id: str, row: int) -> str:
+    """The info line of one frame (also served at /lens/info for the browser's frame steps)."""
+    from views.inspector.frame_layers import prepare_frame_layers
+
+    result = ws.result(run_id)
+    checked_row(result, row)
+    return info_text_html(
+        result, prepare_frame_layers(result, row, layer_options([], 0.5, "turbo", "frame")).info
+    )
+
+
+def info_text_html(result: RunResult, info: dict[str, Any]) -> str:
+    """The info panel's line for one frame, as an HTML fragment: where it is, its picture type
+    and packet size, its group and role, and what keyframe avoidance did with it."""
+    pts = "–" if info["pts_secs"] is None else f"{info['pts_secs']:.3f} s"
+    size = "–" if info["size_bytes"] is None else f"{info['size_bytes']} bytes"
+    fid = info["frame_index"]
+    moved = ""
+    if info["moved_from"] is not None:
+        moved = f" · moved from keyframe {info['moved_from']}"
+        if info["moved_from"] in set(result.candidates.frame_indices.tolist()):
+            moved += " (refilled as a candidate too)"
+    elif result.options.avoid_keyframes and fid in set(result.candidates.keyframe_indices):
+        # As the keyframes_kept warning says: avoidance could not keep this keyframe out.
+        moved = " · keyframe kept despite avoid_keyframes"
+    bad = "" if not info["bad_reason"] else f" · <b>bad frame: {html.escape(str(info['bad_reason']))}</b>"
+    role = "anchor (whole frame kept)" if info["is_anchor"] else f"{info['kept_blocks']} kept blocks"
+    return (
+        f"candidate {info['candidate_row']} · frame {fid} · {pts} · "
+        f"<b>{html.escape(str(info['pict_type']))}</b> · {size} · group {info['group_index']} · "
+        f"{role}{moved}{bad}"
+    )
+
+
+def block_fragment(
+    ws: Workspace,
+    sources: SourceFrames,
+    run_id: str,
+    row: int,
+    x: int,
+    y: int,
+    *,
+    native: bool = False,
+    frame: str | None = None,
+) -> dict[str, Any]:
+    """The readout of the block under processed pixel (x, y): ``html`` (the table), ``box`` (its
+    processed-pixel rectangle), ``key`` (block_row, block_col) and ``pixel`` (RGB and Y under
+    the cursor, from the source frame when ``native`` and it is decoded, else the processed one)."""
+    from views.inspector.readout import block_readout_html, pixel_readout_html
+
+    result = ws.result(run_id)
+    row = resolve_row(result, row, frame)
+    h, w = result.geometry.processed_hw
+    x, y = min(max(int(x), 0), w - 1), min(max(int(y), 0), h - 1)
+    table, block = block_readout_html(result, row, x, y)
+    rgb, px, py = result.decoded.pixels[row][y, x], x, y
+    if native:
+        try:
+            src = sources.get(run_id, int(result.candidates.frame_indices[row]))
+            px, py = (
+                min(int(x * src.shape[1] / w), src.shape[1] - 1),
+                min(int(y * src.shape[0] / h), src.shape[0] - 1),
+            )
+            rgb = src[py, px]
+        except CodecLensError:
+            native = False
+    return {
+        "html": table,
+        "box": list(block["box"]),
+        "key": [block["block_row"], block["block_col"]],
+        "pixel": pixel_readout_html(rgb, px, py, native=native),
+    }

@@ -1,0 +1,266 @@
+"""Benchmark: the inspector as the user sees it, the real app driven in headless Debian Chromium.
+
+Usage::
+
+    .venv/bin/python bench/browser.py VIDEO [--json OUT] [--steps 40] [--reselects 12] [--zooms 8]
+
+Runs VIDEO once (clean profile, default options) into a throwaway session file, serves the app
+on 127.0.0.1 and opens it at 1600×1000, then measures in the page (performance.now()):
+
+* ``step``: a → key press until the next frame's image has loaded and decoded;
+* ``reselect``: a change of a grouping/selection option (the Inspect tab's live re-selection,
+  images_per_group) until the page shows the new run: the new frame image decoded, the summary,
+  timeline, groups table and group stepper replaced;
+* ``zoom``: wheel zoom (4 notches) on a frame not seen zoomed before until the image shown is the
+  source frame decoded at its own size (a decode in the worker pool);
+* ``timeline_click_errors``: clicks at 50 points spread over the timeline's x range, at heights
+  inside the group spans too; an error is a click after which the viewer does not show the
+  candidate nearest the click within 10 s, or any component shows Gradio's error state.
+
+Prints p50/p95 in ms and writes them (with the machine's load average) to OUT as JSON. Targets
+(issue 15): step p95 ≤ 50 ms, reselect p95 ≤ 300 ms, zero timeline click errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+# Resolves with the ms from the key press (window capture listener) to the new frame decoded.
+STEP_JS = """
+() => new Promise((resolve) => {
+  const img = () => document.querySelector('#frame_img');
+  const before = img().getAttribute('src');
+  let t0 = null;
+  window.addEventListener('keydown', () => { t0 = performance.now(); }, {capture: true, once: true});
+  const check = () => {
+    const i = img();
+    if (t0 !== null && i && i.getAttribute('src') !== before && i.complete && i.naturalWidth > 0) {
+      i.decode().then(() => resolve(performance.now() - t0), () => resolve(performance.now() - t0));
+    } else if (t0 !== null && performance.now() - t0 > 10000) { resolve(-1); } else { setTimeout(check, 1); }
+  };
+  check();
+})
+"""
+
+RESELECT_JS = """
+(value) => new Promise((resolve) => {
+  const q = (s) => document.querySelector(s);
+  const runBox = () => q('#run_id textarea, #run_id input');
+  const run0 = runBox().value, summary0 = q('#summary').innerText;
+  const plot0 = q('#timeline .js-plotly-plot'), table0 = q('#groups_table').innerHTML;
+  const input = q('#live_images_per_group input');
+  const t0 = performance.now();
+  input.value = String(value);
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  const check = () => {
+    const run = runBox().value, img = q('#frame_img');
+    const done = run !== run0 && img && img.getAttribute('src').includes('run=' + run) && img.complete
+      && q('#summary').innerText !== summary0 && q('#timeline .js-plotly-plot') !== plot0
+      && q('#groups_table').innerHTML !== table0;
+    if (done) img.decode().then(() => resolve(performance.now() - t0), () => resolve(performance.now() - t0));
+    else if (performance.now() - t0 > 30000) resolve(-1);
+    else setTimeout(check, 2);
+  };
+  check();
+})
+"""
+
+ZOOM_JS = """
+() => new Promise((resolve) => {
+  const st = document.querySelector('#frame_stage'), r = st.getBoundingClientRect();
+  const t0 = performance.now();
+  for (let i = 0; i < 4; i++) {
+    st.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: r.left + r.width / 2,
+      clientY: r.top + r.height / 2, bubbles: true, cancelable: true}));
+  }
+  const check = () => {
+    const i = document.querySelector('#frame_img');
+    if (i.src.includes('lens/native') && i.complete && i.naturalWidth > Number(i.dataset.pw)) {
+      i.decode().then(() => resolve(performance.now() - t0), () => resolve(performance.now() - t0));
+    } else if (performance.now() - t0 > 30000) resolve(-1);
+    else setTimeout(check, 2);
+  };
+  check();
+})
+"""
+
+FIRST_FRAME_JS = (
+    "() => { const i = document.querySelector('#frame_img'); return i && i.complete && i.naturalWidth; }"
+)
+CLICK_POINT_JS = """
+([f, fy]) => {
+  const gd = document.querySelector('#timeline .js-plotly-plot');
+  const xa = gd._fullLayout.xaxis, size = gd._fullLayout._size, r = gd.getBoundingClientRect();
+  return {x: r.left + xa._offset + xa.c2p(f), y: r.top + size.t + size.h * fy};
+}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q)) if values else float("nan")
+
+
+def measure_steps(page: Any, n: int) -> list[float]:
+    page.locator("#frame_slider input[type=range]").fill("0")
+    page.wait_for_timeout(500)
+    page.locator("#frame_info").click()  # focus the page, not a control
+    out = []
+    for _ in range(n):
+        page.evaluate(f"() => {{ window.__step = ({STEP_JS})(); }}")  # armed, not awaited
+        page.keyboard.press("ArrowRight")
+        ms = float(page.evaluate("() => window.__step"))
+        if ms >= 0:
+            out.append(ms)
+        page.wait_for_timeout(40)  # a user's key repeat is ≥ 30 ms apart
+    return out
+
+
+def measure_reselects(page: Any, n: int) -> list[float]:
+    page.locator("#live_box").get_by_text("Re-select live").click()
+    page.wait_for_selector("#live_images_per_group input", state="visible")
+    out = []
+    for i in range(n):
+        ms = float(page.evaluate(RESELECT_JS, 3 + i % 3))
+        if ms >= 0:
+            out.append(ms)
+        page.wait_for_timeout(300)
+    return out
+
+
+def measure_zooms(page: Any, n: int, rows: int) -> list[float]:
+    out = []
+    for k in range(n):
+        page.evaluate("() => window.__lens.zoom_fit()")
+        page.locator("#frame_slider input[type=range]").fill(str((7 + k * 13) % rows))
+        page.wait_for_timeout(400)
+        ms = float(page.evaluate(ZOOM_JS))
+        if ms >= 0:
+            out.append(ms)
+    page.evaluate("() => window.__lens.zoom_fit()")
+    return out
+
+
+def timeline_click_errors(page: Any, frames: np.ndarray, total: int, n: int = 50) -> int:
+    page.locator("#timeline").scroll_into_view_if_needed()
+    errors = 0
+    for i, f in enumerate(np.linspace(0, total - 1, n)):
+        point = page.evaluate(CLICK_POINT_JS, [float(f), (0.15, 0.5, 0.85)[i % 3]])
+        page.mouse.click(point["x"], point["y"])
+        want = int(frames[np.argmin(np.abs(frames - round(f)))])
+        try:
+            page.wait_for_function(
+                f"() => document.querySelector('#frame_info').innerText.includes(' · frame {want} · ')",
+                timeout=10_000,
+            )
+        except Exception:
+            errors += 1
+            continue
+        if page.evaluate("() => document.querySelectorAll('.error, .validation-error').length"):
+            errors += 1
+    return errors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("video", type=Path)
+    parser.add_argument("--json", type=Path, default=None, dest="json_out")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--reselects", type=int, default=12)
+    parser.add_argument("--zooms", type=int, default=8)
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    from app.main import build_app, stop_pool
+    from app.server import serve
+    from app.workspace import ensure_run, make_workspace
+
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        video = args.video.resolve()
+        ws = make_workspace(
+            session_db=Path(tmp) / "s.duckdb", input_dirs=(video.parent,), output_dir=Path(tmp) / "w"
+        )
+        run_id = ensure_run(ws, video)
+        result = ws.result(run_id)
+        demo = build_app(ws, run_id=run_id)
+        port = free_port()
+        serve(demo, ws, host="127.0.0.1", port=port, block=False)
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+                page = browser.new_page(viewport={"width": 1600, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}/", timeout=120_000)
+                page.wait_for_function(FIRST_FRAME_JS, timeout=120_000)
+                page.wait_for_selector("#timeline .js-plotly-plot", timeout=120_000)
+                rows = int(result.candidates.frame_indices.size)
+                steps = measure_steps(page, min(args.steps, rows - 1))
+                clicks = timeline_click_errors(
+                    page, result.candidates.frame_indices.astype(np.int64), result.info.total_frames
+                )
+                page.locator("#frame").scroll_into_view_if_needed()
+                zooms = measure_zooms(page, args.zooms, rows)
+                reselects = measure_reselects(page, args.reselects)
+                browser.close()
+        finally:
+            demo.close(verbose=False)
+            stop_pool(ws)
+            ws.close()
+    h, w = result.geometry.processed_hw
+    report = {
+        "video": str(args.video),
+        "source": f"{result.info.width}x{result.info.height}",
+        "processed": f"{w}x{h}",
+        "candidates": int(result.candidates.frame_indices.size),
+        "step_p50_ms": pct(steps, 50),
+        "step_p95_ms": pct(steps, 95),
+        "reselect_p50_ms": pct(reselects, 50),
+        "reselect_p95_ms": pct(reselects, 95),
+        "zoom_p50_ms": pct(zooms, 50),
+        "zoom_p95_ms": pct(zooms, 95),
+        "timeline_click_errors": clicks,
+        "samples": {"step": len(steps), "reselect": len(reselects), "zoom": len(zooms), "clicks": 50},
+        "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())],
+    }
+    print(
+        f"{args.video.name}: source {report['source']}, processed {report['processed']}, "
+        f"{report['candidates']} candidates"
+    )
+    print(f"{'measure':22s} {'p50 ms':>8s} {'p95 ms':>8s} {'n':>4s}")
+    for name in ("step", "reselect", "zoom"):
+        n = report["samples"][name]
+        print(f"{name:22s} {report[name + '_p50_ms']:8.1f} {report[name + '_p95_ms']:8.1f} {n:4d}")
+    print(f"{'timeline click errors':22s} {clicks:8d} of 50")
+    print(f"load average before/after: {report['load_average']}")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,337 @@
+"""The inspector as a researcher uses it (issue 15), in headless Debian Chromium at 1600×1000: clicks inside
+group spans, keys after a checkbox, failed runs, legends, the block readout, zoom to native pixels, playback,
+the A/B flip, the signal plots, live re-selection, the group stepper and canvases following the viewer, and an
+anamorphic clip shown at its display aspect."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lens_browser import ARTIFACTS, BROWSER_MARKS, open_inspector_page, served_app
+
+pytestmark = BROWSER_MARKS
+
+WIDTH, HEIGHT = 1600, 1000
+
+
+def _anamorphic_clip(path: Path) -> Path:
+    """36 frames of 352×288 H.264 with pixel aspect 16:11 (a PAL-like anamorphic clip)."""
+    import av
+    from clips import render_frame
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=24, options={"g": "12", "crf": "28"})
+        stream.width, stream.height, stream.pix_fmt = 352, 288, "yuv420p"
+        stream.codec_context.sample_aspect_ratio = Fraction(16, 11)
+        for i in range(36):
+            frame = av.VideoFrame.from_ndarray(render_frame(i, width=352, height=288), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from app.workspace import SAMPLE_VIDEO, ensure_run, make_workspace
+    from backend.pipeline import SelectionOptions
+
+    root = tmp_path_factory.mktemp("inspector")
+    ws = make_workspace(session_db=root / "sessions.duckdb", output_dir=root / "work")
+    clip = _anamorphic_clip(ws.output_root / "anamorphic.mp4")
+    try:
+        run_id = ensure_run(ws, SAMPLE_VIDEO, SelectionOptions(num_sampled_frames=64))
+        wide_id = ensure_run(ws, clip)
+        with served_app(ws, run_id=run_id, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
+            yield {"ws": ws, "url": url, "run_id": run_id, "wide_id": wide_id}
+    finally:
+        ws.close()
+
+
+@pytest.fixture(scope="module")
+def page(app: dict[str, Any]) -> Iterator[Any]:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with open_inspector_page(app["url"], height=HEIGHT, width=WIDTH) as pg:
+        yield pg
+
+
+def _info(page: Any) -> str:
+    return page.locator("#frame_info").inner_text()
+
+
+def _candidate(page: Any) -> int:
+    return int(_info(page).split(" · ")[0].split()[1])
+
+
+def _frame(page: Any) -> int:
+    return int(_info(page).split(" · ")[1].split()[1])
+
+
+def _wait_candidate(page: Any, row: int) -> None:
+    page.wait_for_function(
+        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
+        timeout=30_000,
+    )
+
+
+def _go(page: Any, row: int) -> None:
+    page.locator("#frame_slider input[type=range]").fill(str(row))
+    _wait_candidate(page, row)
+
+
+def _no_error_badges(page: Any) -> None:
+    """No component shows Gradio's red error state."""
+    assert page.evaluate("() => document.querySelectorAll('.error, .validation-error').length") == 0
+
+
+def _plot_point(page: Any, elem: str, frame: float, frac_y: float) -> dict[str, float]:
+    """Where on the page plot ``elem`` draws x = ``frame``, at ``frac_y`` of its height."""
+    return page.evaluate(
+        """([sel, f, fy]) => {
+          const gd = document.querySelector(sel + ' .js-plotly-plot');
+          const xa = gd._fullLayout.xaxis, size = gd._fullLayout._size;
+          const r = gd.getBoundingClientRect();
+          return {x: r.left + xa._offset + xa.c2p(f), y: r.top + size.t + size.h * fy, frame: f};
+        }""",
+        [f"#{elem}", frame, frac_y],
+    )
+
+
+def _click_plot(page: Any, elem: str, frame: float, frac_y: float) -> None:
+    """Click plot ``elem`` at x = ``frame`` and wait until the viewer shows the candidate nearest it."""
+    point = _plot_point(page, elem, frame, frac_y)
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_function(
+        f"() => Math.abs(parseInt(document.querySelector('#frame_info').innerText.split(' · ')[1]"
+        f".split(' ')[1]) - {frame}) <= 3",
+        timeout=30_000,
+    )
+
+
+def test_the_viewer_fits_a_1600x1000_screen(page: Any) -> None:
+    for elem in ("#frame_info", "#frame_slider input[type=range]", "#block_info"):
+        box = page.locator(elem).bounding_box()
+        assert box is not None and box["y"] + box["height"] <= HEIGHT, (elem, box)
+    frame = page.locator("#frame_img").bounding_box()
+    readout = page.locator("#block_info").bounding_box()
+    assert readout["x"] > frame["x"] + frame["width"] - 5  # beside the frame, not under it
+    page.screenshot(path=str(ARTIFACTS / "inspector_1600x1000.png"))
+
+
+def test_clicks_inside_group_spans_jump_to_the_nearest_frame(page: Any) -> None:
+    page.locator("#timeline").scroll_into_view_if_needed()
+    page.wait_for_selector("#timeline .js-plotly-plot", timeout=60_000)
+    seen = set()
+    for frame in (20, 47, 75, 104, 131):
+        _click_plot(page, "timeline", frame, 0.6)  # mid-height: inside a group's shaded span
+        seen.add(_frame(page))
+        _no_error_badges(page)
+    assert len(seen) == 5
+
+
+def test_arrows_step_after_a_layer_checkbox_was_clicked(page: Any) -> None:
+    page.locator("#frame").scroll_into_view_if_needed()
+    _go(page, 5)
+    page.locator("#layers label", has_text="block grid").click()  # the checkbox keeps the focus
+    page.keyboard.press("ArrowRight")
+    _wait_candidate(page, 6)
+    page.keyboard.press("ArrowLeft")
+    _wait_candidate(page, 5)
+    page.locator("#layers label", has_text="block grid").click()
+
+
+def test_legends_say_what_colours_mean_and_the_heatmap_has_a_unit(page: Any) -> None:
+    legend = page.locator("#colour_legend").inner_text()
+    for word in ("kept", "lost", "anchor", "block grid", "codec grid", "bad"):
+        assert word in legend
+    assert page.locator("#heat_legend img, #colour_legend img").count() == 0  # no broken image with heat off
+    page.locator("#layers label", has_text="heatmap").click()
+    page.wait_for_function("() => document.querySelector('#heat_legend').innerText.includes('block score')")
+    assert "this frame's highest block score" in page.locator("#heat_legend").inner_text()
+    page.locator("#heat label", has_text="signal per codec cell").click()
+    page.locator("#scale label", has_text="video").click()
+    page.wait_for_function("() => document.querySelector('#heat_legend').innerText.includes('highest cell')")
+    assert "bits per 16×16 px cell" in page.locator("#heat_legend").inner_text()
+    assert "h=signal" in page.locator("#frame_img").get_attribute("src")
+    page.locator("#heat label", has_text="2×2-block score").click()
+    page.locator("#scale label", has_text="frame").click()
+    page.locator("#layers label", has_text="heatmap").click()
+
+
+def test_hover_and_click_read_a_block_and_outline_it(page: Any, app: dict[str, Any]) -> None:
+    _go(page, 9)
+    box = page.locator("#frame_img").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.45)
+    page.wait_for_function("() => document.querySelector('#block_info').innerText.includes('decision')")
+    text = page.locator("#block_info").inner_text()
+    assert "bits per" in text and "block score" in text and "K=" in text
+    assert any(w in text for w in ("kept: rank", "lost: rank", "anchor frame", "not a candidate"))
+    assert (
+        "RGB" in page.locator("#pixel_info").inner_text()
+        and " Y " in page.locator("#pixel_info").inner_text()
+    )
+    assert page.locator("#block_hover").is_visible()
+    page.mouse.click(box["x"] + box["width"] * 0.6, box["y"] + box["height"] * 0.5)
+    page.wait_for_function("() => getComputedStyle(document.querySelector('#block_pin')).display === 'block'")
+    pin = page.locator("#block_pin").bounding_box()
+    assert box["x"] < pin["x"] < box["x"] + box["width"] and pin["width"] > 5
+    readout = page.locator("#block_info").bounding_box()
+    assert readout["y"] + min(readout["height"], 200) <= HEIGHT
+    page.screenshot(path=str(ARTIFACTS / "inspector_block_readout.png"))
+
+
+def test_zoom_shows_native_pixels_and_fit_goes_back(page: Any) -> None:
+    stage = page.locator("#frame_stage").bounding_box()
+    page.mouse.move(stage["x"] + stage["width"] / 2, stage["y"] + stage["height"] / 2)
+    for _ in range(4):
+        page.mouse.wheel(0, -200)
+    page.wait_for_function(
+        "() => { const i = document.querySelector('#frame_img');"
+        " return i.src.includes('lens/native') && i.complete && i.naturalWidth === 960; }",
+        timeout=60_000,
+    )
+    assert "native pixels" in page.locator("#frame_mode").inner_text()
+    assert "source" in page.locator("#pixel_info").inner_text() or True  # the next hover reads the source
+    page.screenshot(path=str(ARTIFACTS / "inspector_zoom_native.png"))
+    page.locator("#zoom_fit_btn").click()
+    page.wait_for_function("() => document.querySelector('#frame_img').src.includes('lens/frame')")
+
+
+def test_play_pause_and_the_ab_flip(page: Any) -> None:
+    _go(page, 2)
+    page.locator("#play_rate").select_option("8")
+    page.locator("#play_btn").click()
+    page.wait_for_function(
+        "() => parseInt(document.querySelector('#frame_info').innerText.split(' ')[1]) >= 5", timeout=30_000
+    )
+    page.locator("#play_btn").click()
+    stopped = _candidate(page)
+    page.wait_for_timeout(600)
+    assert _candidate(page) <= stopped + 1
+    page.locator("#set_b_btn").click()  # B: the layers as they are (no heatmap)
+    page.locator("#layers label", has_text="heatmap").click()
+    page.wait_for_function("() => document.querySelector('#frame_img').src.includes('heatmap')")
+    page.locator("#summary").click()
+    page.keyboard.press("b")
+    page.wait_for_function(
+        "() => { const s = document.querySelector('#frame_img').src;"
+        " return !s.includes('heatmap') && s.includes('f='); }"
+    )
+    assert page.locator("#frame_mode").inner_text().startswith("B")
+    page.keyboard.press("b")
+    page.wait_for_function("() => document.querySelector('#frame_img').src.includes('heatmap')")
+    page.locator("#layers label", has_text="heatmap").click()
+
+
+def test_key_map_opens_and_closes_and_the_stepper_follows_group_keys(page: Any) -> None:
+    page.locator("#summary").click()
+    page.keyboard.press("?")
+    page.wait_for_selector("#key_map", state="visible")
+    page.keyboard.press("?")
+    page.wait_for_selector("#key_map", state="hidden")
+    _go(page, 0)
+    page.locator("#summary").click()
+    page.keyboard.press("]")
+    page.wait_for_function(
+        "() => !document.querySelector('#frame_info').innerText.startsWith('candidate 0 ')"
+    )
+    group = int(_info(page).split("group ")[1].split()[0])
+    page.wait_for_function(
+        f"() => document.querySelector('#group_pick input').value === '{group}'", timeout=30_000
+    )
+
+
+def test_a_click_on_the_signal_plots_jumps(page: Any) -> None:
+    page.locator("#signal_plots").scroll_into_view_if_needed()
+    page.wait_for_selector("#signal_plots .js-plotly-plot", timeout=60_000)
+    _click_plot(page, "signal_plots", 117, 0.3)
+
+
+def test_live_reselection_updates_the_page(page: Any, app: dict[str, Any]) -> None:
+    page.locator("#frame").scroll_into_view_if_needed()
+    before = page.locator("#run_id textarea, #run_id input").first.input_value()
+    page.locator("#live_box").get_by_text("Re-select live").click()
+    box = page.locator("#live_images_per_group input")
+    box.fill("2" if box.input_value() != "2" else "3")
+    box.press("Enter")
+    page.wait_for_function(
+        f"() => document.querySelector('#run_id textarea, #run_id input').value !== {before!r}"
+        f" && document.querySelector('#frame_img').src.includes('run=')"
+        f" && !document.querySelector('#frame_img').src.includes('run={before}')",
+        timeout=60_000,
+    )
+    new_id = page.locator("#run_id textarea, #run_id input").first.input_value()
+    assert new_id != app["run_id"] and app["ws"].store.get_run(new_id).config["images_per_group"] in (2, 3)
+    assert f"run={new_id}" in page.locator("#frame_img").get_attribute("src")
+    page.get_by_role("tab", name="Run").click()
+    page.wait_for_function(f"() => document.querySelector('#open_pick input').value.startsWith('{new_id}')")
+    page.get_by_role("tab", name="Inspect").click()
+
+
+def test_canvases_open_on_the_viewed_frame(page: Any) -> None:
+    _go(page, 11)
+    frame = _frame(page)
+    page.get_by_role("tab", name="Canvases").click()
+    page.wait_for_function(
+        f"() => document.querySelector('#recon_info').innerText.startsWith('frame {frame}:')", timeout=60_000
+    )
+    page.get_by_role("tab", name="Inspect").click()
+
+
+def test_codec_layers_draw_motion_vectors(page: Any) -> None:
+    page.locator("#frame").scroll_into_view_if_needed()
+    _go(page, 13)
+    page.locator("#codec_layers label", has_text="motion vectors").click()
+    page.wait_for_function(
+        "() => { const i = document.querySelector('#frame_img');"
+        " return i.src.includes('k=mv') && i.complete && i.naturalWidth > 0; }",
+        timeout=60_000,
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#colour_legend .lens-on')]"
+        ".some((d) => d.innerText.includes('motion vector'))"
+    )
+    page.screenshot(path=str(ARTIFACTS / "inspector_motion_vectors.png"))
+    page.locator("#codec_layers label", has_text="motion vectors").click()
+
+
+def test_a_failed_run_shows_its_error_alone(page: Any, app: dict[str, Any]) -> None:
+    page.get_by_role("tab", name="Run").click()
+    path = page.locator("#video_path textarea, #video_path input").first
+    path.fill(str(app["ws"].output_root))
+    page.locator("#run_btn").click()
+    page.wait_for_function("() => document.body.innerText.includes('is a directory, not a video file')")
+    table = page.locator("#runs_table").inner_text()
+    assert "Error" not in table and app["run_id"] in table
+    assert "Error" not in page.locator("#open_pick").inner_text()
+    assert " done in " not in page.locator("#run_status").inner_text()
+    page.get_by_role("tab", name="Inspect").click()
+
+
+def test_an_anamorphic_clip_is_shown_at_its_display_aspect(page: Any, app: dict[str, Any]) -> None:
+    page.get_by_role("tab", name="Run").click()
+    page.locator("#open_pick input").click()
+    page.locator("#open_pick input").fill(app["wide_id"])
+    page.locator("[role=option]", has_text=app["wide_id"]).first.click()
+    page.locator("#open_btn").click()
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_function(
+        "() => document.querySelector('#summary').innerText.includes('SAR')", timeout=60_000
+    )
+    page.wait_for_function(
+        f"() => document.querySelector('#frame_img').src.includes('run={app['wide_id']}')"
+        " && document.querySelector('#frame_img').complete"
+    )
+    page.wait_for_timeout(300)
+    box = page.locator("#frame_img").bounding_box()
+    assert abs(box["width"] / box["height"] - 352 * 16 / (288 * 11)) < 0.03, box
+    assert "16:11" in page.locator("#summary").inner_text()
+    for elem in ("#frame_info", "#frame_slider input[type=range]"):
+        b = page.locator(elem).bounding_box()
+        assert b["y"] + b["height"] <= HEIGHT, elem
+    page.screenshot(path=str(ARTIFACTS / "inspector_anamorphic.png"))
