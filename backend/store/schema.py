@@ -124,9 +124,10 @@ _MIGRATIONS = {
         "ALTER TABLE runs ADD COLUMN selector VARCHAR DEFAULT 'cvp'",
         "ALTER TABLE comparisons ADD COLUMN kind VARCHAR DEFAULT 'codecs'",
         """CREATE TABLE comparison_coverage (
-            comparison_id VARCHAR NOT NULL, variant_index INTEGER NOT NULL, selector VARCHAR, canvases INTEGER,
-            tokens INTEGER, valid_tokens INTEGER, kept_blocks BIGINT, bin_secs DOUBLE, bins INTEGER,
-            covered_bins INTEGER, temporal_coverage DOUBLE, longest_gap_secs DOUBLE, spatial_coverage DOUBLE)""",
+            comparison_id VARCHAR NOT NULL, variant_index INTEGER NOT NULL, selector VARCHAR,
+            canvases INTEGER, tokens INTEGER, valid_tokens INTEGER, kept_blocks BIGINT, bin_secs DOUBLE,
+            bins INTEGER, covered_bins INTEGER, temporal_coverage DOUBLE, longest_gap_secs DOUBLE,
+            spatial_coverage DOUBLE)""",
     ],
 }
 

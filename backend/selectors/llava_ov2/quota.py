@@ -209,7 +209,7 @@ def select_quota(
         if sel.kept.shape[0] < sel.budget:
             warnings.append(
                 RunWarning(
-                    "group_padded",
+                    "p_canvas_empty",
                     f"GOP {spec.group_index}: {spec.frame_count} frames fill "
                     f"{int(np.unique(sel.kept_canvas).size)} "
                     f"of {config.images_per_group - 1} P-canvases; the rest is padding",
