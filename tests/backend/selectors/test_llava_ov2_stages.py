@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from backend.records import Geometry, GroupSpec, Groups, ScoreMaps, VideoInfo
+from backend.records import Geometry, Groups, GroupSpec, ScoreMaps, VideoInfo
 from backend.selectors.llava_ov2.geometry import CanvasConfig, block_grid, canvas_geometry
 from backend.selectors.llava_ov2.gop import GopConfig, GopInputs, bitcost_bounds, partition, uniform_bounds
 from backend.selectors.llava_ov2.options import LlavaOv2Options
@@ -71,8 +71,9 @@ def _info(width: int, height: int) -> VideoInfo:
     return VideoInfo(
         path="v.mp4", size_bytes=1, format_name="mp4", codec_name="h264", width=width, height=height,
         fps=30.0, total_frames=10, frame_count_source="header", duration_secs=1.0, stream_bit_rate=0,
-        format_bit_rate=0, start_pts_secs=0.0, packet_pts_secs=empty, packet_size_bytes=empty.astype(np.int64),
-        packet_is_keyframe=empty.astype(bool), stss_keyframes=None, has_programs=False,
+        format_bit_rate=0, start_pts_secs=0.0, packet_pts_secs=empty,
+        packet_size_bytes=empty.astype(np.int64), packet_is_keyframe=empty.astype(bool), stss_keyframes=None,
+        has_programs=False,
     )  # fmt: skip
 
 
