@@ -72,6 +72,16 @@ def _vectors(frame: av.VideoFrame) -> np.ndarray:
     return np.stack([raw[name].astype(np.int32) for name in MV_COLUMNS], axis=1)
 
 
+def _presentation_index(path: str | Path) -> dict[int, int] | None:
+    """pts → frame index (presentation order) of every video packet; None when pts are missing or repeat."""
+    with av.open(str(path), metadata_errors="ignore") as container:
+        stream = container.streams.video[0]
+        pts = [p.pts for p in container.demux(stream) if p.size]
+    if not pts or any(p is None for p in pts) or len(set(pts)) != len(pts):
+        return None
+    return {int(p): i for i, p in enumerate(sorted(pts))}
+
+
 def iter_stream(
     path: str | Path,
     wanted: frozenset[int] | set[int],
@@ -79,6 +89,7 @@ def iter_stream(
     motion_vectors: bool = False,
     frame_threads: bool = True,
     thread_count: int = 0,
+    skip_unwanted: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Decode the first video stream once, in output order, until the last wanted frame.
 
@@ -91,6 +102,11 @@ def iter_stream(
     frame_threads : ``thread_type`` AUTO (frame and slice threads, as lmms-video-utils decodes);
         False uses slice threads only (exported side data then matches a single-threaded decode).
     thread_count : decoder threads (0: FFmpeg's choice, as lmms-video-utils leaves it).
+    skip_unwanted : let the decoder skip the non-reference frames that are not wanted
+        (``skip_frame`` NONREF for their packets): nothing depends on them, so the wanted frames
+        come out the same, and frames are indexed by their presentation timestamp instead of
+        counted. Skipped frames are not yielded, and ``attributed_size`` then no longer follows
+        the unskipped decoder's calls. Ignored for streams whose timestamps are missing or repeat.
 
     Yields
     ------
@@ -108,6 +124,7 @@ def iter_stream(
     if last < 0:
         return
     try:
+        by_pts = _presentation_index(path) if skip_unwanted else None
         with av.open(str(path), metadata_errors="ignore") as container:
             if not container.streams.video:
                 raise SideDataError(f"{path}: no video stream")
@@ -118,10 +135,21 @@ def iter_stream(
                 stream.codec_context.options = {"flags2": "+export_mvs"}
             time_base = float(stream.time_base) if stream.time_base else None
             index = 0
+            done: set[int] = set()
             for packet in container.demux(stream):
                 size = int(packet.size or 0)
                 first = True
+                if by_pts is not None:
+                    # The frame thread takes the skip setting with the packet it is given.
+                    mine = by_pts.get(int(packet.pts)) if packet.pts is not None else None
+                    stream.codec_context.skip_frame = (
+                        "NONREF" if mine is not None and mine not in wanted else "DEFAULT"
+                    )
                 for frame in packet.decode():
+                    if by_pts is not None:
+                        index = by_pts.get(int(frame.pts), -1) if frame.pts is not None else -1
+                        if index < 0:
+                            raise SideDataError(f"{path}: a frame's timestamp is not among the packets'")
                     item: dict[str, Any] = {
                         "frame_index": index,
                         "pts_secs": (
@@ -136,8 +164,13 @@ def iter_stream(
                         if motion_vectors:
                             item["mvs"] = _vectors(frame)
                     yield item
-                    if index >= last:
-                        return
-                    index += 1
+                    if by_pts is None:
+                        if index >= last:
+                            return
+                        index += 1
+                    else:
+                        done.add(index)
+                        if wanted <= done:
+                            return
     except av.FFmpegError as exc:
         raise SideDataError(f"{path}: decoding failed ({exc.strerror or exc})") from exc

@@ -40,14 +40,13 @@ def reselect(
     target = selector or parent.selector
     check_options(target, changes)
     spec = SELECTORS.lookup(target)
-    base = dict(parent.config) if target == parent.selector else {}
-    options = options_for(target, base).replace(**changes)
-    base = options_for(target, base).as_dict() if target == parent.selector else {}
+    before = options_for(target, parent.config if target == parent.selector else {})
+    options = before.replace(**changes)
     video = parent.video_path
     front_same = (
         target == parent.selector
         and spec.resumable
-        and all(getattr(options, k) == base.get(k) for k in spec.front_options)
+        and all(getattr(options, k) == getattr(before, k) for k in spec.front_options)
     )
     t0 = time.perf_counter()
     front, folder = (
@@ -60,7 +59,9 @@ def reselect(
         return new_id, result, "full"
     assert parent.cache_key is not None
     scores = cached_scores(store, parent.cache_key, folder, options, front, memory)
-    same_scores = scores is not None and all(getattr(options, k) == base.get(k) for k in spec.score_options)
+    same_scores = scores is not None and all(
+        getattr(options, k) == getattr(before, k) for k in spec.score_options
+    )
     new_id, result = select_and_store(
         video,
         store,

@@ -49,6 +49,12 @@ class StreamDecodeConfig:
         min=0,
         max=1024,
     )
+    skip_unwanted: bool = param(
+        True,
+        label="Skip unwanted frames",
+        help="let the decoder skip non-reference frames that are not sampled (nothing depends on them); "
+        "off where parity needs the reference's packet-size attribution, which counts every frame",
+    )
     profile: Profile = param(
         "clean",
         label="Profile",
@@ -164,6 +170,7 @@ def decode_stream(
             motion_vectors=want_mvs,
             # Frame threads race the motion-vector export; clean decodes those with slice threads.
             frame_threads=parity or not want_mvs,
+            skip_unwanted=config.skip_unwanted,
         )
         for item in stream:
             decoded_count += 1
@@ -201,7 +208,7 @@ def decode_stream(
             path=info.path,
             stage="decode",
         )
-    if parity:
+    if parity and not config.skip_unwanted:
         # Which packet sizes went to another frame than their own (defect 2).
         own = _own_packet_sizes(info, ids)
         wrong = int(np.count_nonzero(sizes != own))
@@ -214,6 +221,7 @@ def decode_stream(
                     f"decoder's output calls under frame threading ({cite('packet_size_by_output_order')})",
                 )
             )
+    if parity:
         full_bytes = info.total_frames * info.width * info.height * 3
         warnings.append(
             quirk_warning(
@@ -223,7 +231,7 @@ def decode_stream(
                 f"before sampling {n}; this run streamed them ({cite('whole_video_decoded')})",
             )
         )
-    else:
+    if not parity or config.skip_unwanted:  # (parity skips only when nothing reads the sizes)
         sizes = _own_packet_sizes(info, ids)
     decoded = DecodedFrames(
         frame_indices=np.asarray(ids, np.int32),

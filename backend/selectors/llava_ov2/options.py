@@ -43,6 +43,7 @@ class LlavaOv2Options:
         "target_fps",
         "max_frames",
         "reference_threads",
+        "needs_packet_attribution",
     )
     """Options that change the decode (the cached front); the others re-run only GOPs → packing."""
     SCORE_OPTIONS: ClassVar[tuple[str, ...]] = ()
@@ -78,6 +79,13 @@ class LlavaOv2Options:
     def __post_init__(self) -> None:
         validate_fields(self)
         self.stage_configs()  # cross-field checks live in the stage configs
+
+    @property
+    def needs_packet_attribution(self) -> bool:
+        """Whether the run reads packet sizes as the reference attributes them (parity, with bitcost
+        GOPs or packet-size-weighted mvwarp scores): the decode then counts every frame and skips none."""
+        weighted = self.score_mode != "framediff" and self.bitcost_score_mode != "off"
+        return self.profile == "parity" and (self.gop_mode == "bitcost" or weighted)
 
     def replace(self, **changes: Any) -> LlavaOv2Options:
         """A copy with some options changed (validated again)."""
@@ -137,6 +145,7 @@ class LlavaOv2Options:
                 score_mode=self.score_mode,
                 mv_edge_weight=self.mv_edge_weight,
                 reference_threads=self.reference_threads,
+                skip_unwanted=not self.needs_packet_attribution,
                 profile=prof,
             ),
             "group": GopConfig(
