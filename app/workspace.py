@@ -163,7 +163,6 @@ def ensure_run(ws: Workspace, video: str | Path, options: Any = None) -> str:
     """The id of a finished run of ``video`` with ``options`` (default clean), running it if needed."""
     from backend.pipeline import SelectionOptions
     from backend.runs import select_and_store
-
     from backend.selectors import selector_of
 
     options = options or SelectionOptions(profile="clean")

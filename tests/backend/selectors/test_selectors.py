@@ -11,7 +11,7 @@ import pytest
 
 from backend.pipeline import FRONT_OPTIONS, SelectionOptions
 from backend.runs.decode_cache import cache_key
-from backend.selectors import SELECTORS, check_options, option_names, options_for, selector_of, spec_of
+from backend.selectors import SELECTORS, check_options, options_for, selector_of, spec_of
 from backend.selectors.llava_ov2.options import LlavaOv2Options
 from backend.selectors.presets import PRESETS, preset, preset_values
 from backend.selectors.uniform import UniformOptions, uniform_indices
