@@ -146,6 +146,27 @@ def compare_codecs(
     }
 
 
+def compare_selectors(
+    source: str, store: Any, entries: str, shared: dict[str, Any], comparison_id: str, *, progress: Any
+) -> dict[str, Any]:
+    """Run the selectors ``entries`` on ``source`` and store their comparison under ``comparison_id``."""
+    from backend.compare import compare_selectors as run_comparison
+    from backend.compare import parse_entries
+    from backend.compare.selectors import probe_frames
+
+    progress.enter("select")
+    entry_list = parse_entries(entries, shared=shared, total_frames=probe_frames(source))
+    with _opened(store) as opened:
+        result = run_comparison(
+            source, opened, entries=entry_list, on_progress=progress, comparison_id=comparison_id
+        )
+    return {
+        "comparison_id": result.comparison_id,
+        "entries": len(result.entries),
+        "total_secs": float(result.timings_secs["total"]),
+    }
+
+
 def luma_analyze(
     store: Any,
     test: str,

@@ -91,7 +91,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
                 inspect_tab = inspect.build_inspect_tab(ws, shared)
             with gr.Tab("Canvases", id="canvases") as canvas_tab:
                 canvases.build_canvas_tab(ws, shared.run_id, canvas_tab, inspect_tab.slider)
-            with gr.Tab("Compare codecs", id="compare"):
+            with gr.Tab("Compare codecs & selectors", id="compare"):
                 compare.build_compare_tab(ws)
             with gr.Tab("Luma bias", id="luma"):
                 luma.build_luma_tab(ws)

@@ -163,12 +163,15 @@ def ensure_run(ws: Workspace, video: str | Path, options: Any = None) -> str:
     """The id of a finished run of ``video`` with ``options`` (default clean), running it if needed."""
     from backend.pipeline import SelectionOptions
     from backend.runs import select_and_store
+    from backend.selectors import selector_of
 
     options = options or SelectionOptions(profile="clean")
     path = ws.input_path(video)
     wanted = options.as_dict()
+    selector = selector_of(options)
     for row in ws.store.list_runs(status="done"):
-        if row.video_path == str(path) and all(row.config.get(k) == v for k, v in wanted.items()):
+        same = row.selector == selector and all(row.config.get(k) == v for k, v in wanted.items())
+        if row.video_path == str(path) and same:
             return row.run_id
     if ws.pool is not None:  # native work runs in a worker process (app.workers)
         from app import jobs

@@ -341,6 +341,10 @@ class GroupSelection(_ShapeRepr):
     budget: int
     cutoff_score: float
     """Lowest kept score (−inf when nothing was kept)."""
+    kept_canvas: np.ndarray | None = None
+    """(k,) int32 canvas of the group (1 … images_per_group − 1) each ``kept`` block goes to, for
+    packers that assign blocks to canvases (llava-ov2's temporal quotas); None when blocks simply
+    fill the canvases after the anchor in order."""
 
     def candidate_rows(self) -> np.ndarray:
         """(G,) candidate row of each group position t, after the anchor swap."""
@@ -353,6 +357,8 @@ class GroupSelection(_ShapeRepr):
     def __post_init__(self) -> None:
         _check(self.kept.ndim == 2 and self.kept.shape[1] == 3, f"{self.kept.shape = }")
         _check(self.kept_scores.shape == (self.kept.shape[0],), f"{self.kept_scores.shape = }")
+        if self.kept_canvas is not None:
+            _check(self.kept_canvas.shape == (self.kept.shape[0],), f"{self.kept_canvas.shape = }")
 
 
 @dataclass(frozen=True, repr=False)

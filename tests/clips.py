@@ -245,3 +245,51 @@ def make_bad_inputs(folder: Path | str) -> dict[str, Path]:
         folder / "odd_642x362", codec="h264", width=642, height=362, frames=48, gop=24
     )
     return bad
+
+
+def transcode_clip(
+    source: Path | str,
+    path: Path | str,
+    *,
+    codec: Codec,
+    frames: int = 48,
+    width: int = 320,
+    height: int = 240,
+    gop: int = 24,
+    bframes: int = 2,
+    sample_aspect_ratio: Fraction | None = None,
+) -> Path:
+    """Re-encode the first ``frames`` frames of a real clip at ``width``×``height`` (real content in
+    another codec, or with a sample aspect ratio), with ``encode_clip``'s encoder settings.
+
+    Recipe: PyAV decodes ``source`` in order; each frame is scaled by libswscale (bicubic) to
+    yuv420p at the new size; pts = i in time base 1/24; ``sample_aspect_ratio`` is set on the
+    encoder (written to the bitstream's VUI by libx264 and to the container).
+    """
+    encoder, container_format, suffix = _ENCODERS[codec]
+    path = Path(path).with_suffix(suffix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    options = _encoder_options(codec, gop=gop, bframes=bframes, quality=_DEFAULT_QUALITY[codec])
+    muxer_options = {"fflags": "+bitexact"}
+    with (
+        av.open(str(source)) as src,
+        av.open(str(path), "w", format=container_format, container_options=muxer_options) as container,
+    ):
+        stream = container.add_stream(encoder, rate=24, options=options)
+        stream.width = width
+        stream.height = height
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.time_base = Fraction(1, 24)
+        if sample_aspect_ratio is not None:
+            stream.codec_context.sample_aspect_ratio = sample_aspect_ratio
+        for index, frame in enumerate(src.decode(video=0)):
+            if index >= frames:
+                break
+            out = frame.reformat(width=width, height=height, format="yuv420p")
+            out.pts = index
+            out.time_base = Fraction(1, 24)
+            for packet in stream.encode(out):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path

@@ -11,6 +11,7 @@ from typing import Any
 
 import cv2
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -20,6 +21,7 @@ from backend.compare import (
     cell_area_px,
     heatmap_normaliser,
     kept_mask_at,
+    kept_mask_on,
     signal_family,
 )
 from backend.pipeline import RunResult
@@ -31,6 +33,8 @@ A_ONLY_RGB = (0, 160, 255)
 """Blocks kept by the reference pane (A) only."""
 B_ONLY_RGB = (255, 0, 200)
 """Blocks kept by this pane (B) only."""
+BOTH_RGB = (40, 200, 60)
+"""Blocks kept by both (outlined only, in the selector comparison)."""
 DIFF_ALPHA = 0.45
 DIFF_BORDER_PX = 2
 VARIANT_COLOURS = SERIES[:4]
@@ -145,20 +149,28 @@ def heatmap_range(results: Sequence[RunResult], index: int, scale: str) -> str:
 
 
 def difference_masks(a: RunResult, b: RunResult, frame_index: int) -> dict[str, np.ndarray]:
-    """Blocks of a frame in A's canvases only, in B's only and in both.
+    """Blocks of a frame in A's canvases only, in B's only and in both, on B's block grid.
+
+    When the runs' grids differ (selectors size canvases differently), A's kept blocks are mapped
+    onto B's grid by area (``backend.compare.selectors.masks_on``: kept where at least half covered).
 
     Returns
     -------
     dict ``a_only``, ``b_only``, ``both`` → (block_rows, block_cols) bool (anchors count whole).
     """
-    ma, mb = kept_mask_at(a, frame_index), kept_mask_at(b, frame_index)
+    mb = kept_mask_at(b, frame_index)
+    same = tuple(a.geometry.block_grid_hw) == tuple(b.geometry.block_grid_hw)
+    ma = kept_mask_at(a, frame_index) if same else kept_mask_on(a, frame_index, mb.shape)
     if ma.shape != mb.shape:
         raise ValueError(f"Invalid pair: block grids differ ({ma.shape} vs {mb.shape}).")
     return {"a_only": ma & ~mb, "b_only": mb & ~ma, "both": ma & mb}
 
 
-def draw_difference(image: np.ndarray, masks: dict[str, np.ndarray], block_px: int) -> np.ndarray:
-    """Tint and outline A-only blocks in :data:`A_ONLY_RGB` and B-only blocks in :data:`B_ONLY_RGB`.
+def draw_difference(
+    image: np.ndarray, masks: dict[str, np.ndarray], block_px: int, *, show_both: bool = False
+) -> np.ndarray:
+    """Tint and outline A-only blocks in :data:`A_ONLY_RGB` and B-only blocks in :data:`B_ONLY_RGB`
+    (``show_both``: also outline blocks both kept in :data:`BOTH_RGB`).
 
     Parameters
     ----------
@@ -184,12 +196,18 @@ def draw_difference(image: np.ndarray, masks: dict[str, np.ndarray], block_px: i
         tint[:] = rgb
         blended = cv2.addWeighted(tint, DIFF_ALPHA, region, 1.0 - DIFF_ALPHA, 0.0)
         region[pixels] = blended[pixels]
-        k = DIFF_BORDER_PX
-        for r, c in np.argwhere(mask).tolist():
-            y0, x0 = r * block_px, c * block_px
-            box = out[y0 : y0 + block_px, x0 : x0 + block_px]
-            box[:k], box[-k:], box[:, :k], box[:, -k:] = rgb, rgb, rgb, rgb
+        _outline(out, mask, block_px, rgb)
+    if show_both:
+        _outline(out, masks["both"], block_px, BOTH_RGB)
     return out
+
+
+def _outline(out: np.ndarray, mask: np.ndarray, block_px: int, rgb: tuple[int, int, int]) -> None:
+    k = DIFF_BORDER_PX
+    for r, c in np.argwhere(mask).tolist():
+        y0, x0 = r * block_px, c * block_px
+        box = out[y0 : y0 + block_px, x0 : x0 + block_px]
+        box[:k], box[-k:], box[:, :k], box[:, -k:] = rgb, rgb, rgb, rgb
 
 
 def prepare_pane(
@@ -202,6 +220,7 @@ def prepare_pane(
     heatmap_runs: Sequence[RunResult] | None = None,
     difference_with: int | None = None,
     labels: Sequence[str] | None = None,
+    show_both: bool = False,
 ) -> PaneView:
     """Render pane ``index`` at ``frame_index`` (or the run's nearest candidate to it).
 
@@ -216,6 +235,7 @@ def prepare_pane(
     difference_with : reference pane A; this pane is B. None (or ``index`` itself) draws no
         difference.
     labels : pane labels (default ``run i``).
+    show_both : in difference mode, also outline the blocks both kept.
 
     Returns
     -------
@@ -246,7 +266,9 @@ def prepare_pane(
     }
     if difference_with is not None and difference_with != index:
         masks = difference_masks(results[difference_with], result, int(view.info["frame_index"]))
-        image = draw_difference(image, masks, result.geometry.patch * result.geometry.block_size)
+        image = draw_difference(
+            image, masks, result.geometry.patch * result.geometry.block_size, show_both=show_both
+        )
         info |= {k: int(m.sum()) for k, m in masks.items()}
         info["reference_label"] = labels[difference_with] if labels is not None else f"run {difference_with}"
     return PaneView(image=image, info=info, caption=pane_caption(info))
@@ -467,7 +489,8 @@ def prepare_settings_markdown(stored: StoredComparison) -> str:
 
 
 def prepare_comparison_choices(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(label, comparison_id) dropdown choices of finished comparisons, newest first."""
+    """(label, comparison_id) dropdown choices of finished comparisons, newest first (selector
+    comparisons marked ``selectors``)."""
     out = []
     for r in rows:
         if r.get("status") != "done":
@@ -475,9 +498,10 @@ def prepare_comparison_choices(rows: Sequence[dict[str, Any]]) -> list[tuple[str
         when = r.get("created_at")
         stamp = when.strftime("%Y-%m-%d %H:%M") if hasattr(when, "strftime") else str(when)
         names = ", ".join(r.get("labels") or [])
+        kind = "selectors · " if r.get("kind") == "selectors" else ""
         out.append(
             (
-                f"{stamp} · {Path(str(r['source_path'])).name} · {names} · {r['comparison_id']}",
+                f"{stamp} · {kind}{Path(str(r['source_path'])).name} · {names} · {r['comparison_id']}",
                 str(r["comparison_id"]),
             )
         )
@@ -493,3 +517,137 @@ def cell_area_note(result: RunResult) -> str:
     return (
         f"{result.decoded.grid_key} / {area:g} px" if area != 1.0 else f"{result.decoded.grid_key} (per px)"
     )
+
+
+# --------------------------------------------------------------------------- selector comparisons
+
+
+def prepare_selector_metric_figure(
+    stored: StoredComparison, positions: np.ndarray, *, cursor_frame_index: int | None = None
+) -> go.Figure:
+    """Per-frame figures of a selector comparison, x = frame_index, with the panes' cursor.
+
+    Rows: kept-set Jaccard per pair; kept blocks per selector (on the comparison's block grid,
+    anchors counted whole). The cursor is the shape ``cursor`` and ``layout.meta.frames`` the
+    slider positions' frame indices, as in :func:`prepare_metric_figure`.
+    """
+    labels = stored.labels
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=("Kept-set Jaccard (blocks in canvases)", "Kept blocks per frame"),
+    )
+    pf = stored.pair_frames
+    for (a, b), part in pf.groupby(["variant_a", "variant_b"], sort=True) if len(pf) else []:
+        name = f"{labels[int(a)]} vs {labels[int(b)]}"
+        frames = part["frame_index"].to_numpy()
+        fig.add_trace(
+            go.Scatter(
+                x=frames,
+                y=_clean(part["jaccard"]),
+                mode="lines",
+                name=name,
+                customdata=frames,
+                hovertemplate=f"{name}<br>frame %{{x}}<br>Jaccard %{{y:.3f}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    for v, label in enumerate(labels):
+        # A selector's counts appear in every pair it is part of; any one gives them.
+        as_a = pf[pf["variant_a"] == v][["frame_index", "kept_a"]].rename(columns={"kept_a": "kept"})
+        as_b = pf[pf["variant_b"] == v][["frame_index", "kept_b"]].rename(columns={"kept_b": "kept"})
+        kept = pd.concat([as_a, as_b]).drop_duplicates("frame_index").sort_values("frame_index")
+        fig.add_trace(
+            go.Scatter(
+                x=kept["frame_index"].to_numpy(),
+                y=kept["kept"].to_numpy(),
+                mode="lines",
+                name=f"{label} kept",
+                line={"color": VARIANT_COLOURS[v % 4]},
+                customdata=kept["frame_index"].to_numpy(),
+                hovertemplate=f"{label}<br>frame %{{x}}<br>%{{y}} blocks<extra></extra>",
+            ),
+            row=2,
+            col=1,
+        )
+    x = int(positions[0]) if cursor_frame_index is None else int(cursor_frame_index)
+    fig.add_shape(
+        type="line",
+        name=CURSOR_NAME,
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        xref="x",
+        yref="paper",
+        line={"color": "black", "width": 1.5, "dash": "dash"},
+    )
+    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    fig.update_xaxes(title_text="frame index", row=2, col=1)
+    fig.update_layout(
+        height=480,
+        margin={"l": 50, "r": 10, "t": 40, "b": 40},
+        legend={"orientation": "h", "y": -0.15},
+        meta={"frames": [int(f) for f in positions]},
+        hovermode="x",
+    )
+    return fig
+
+
+def prepare_selector_table(stored: StoredComparison) -> tuple[list[str], list[list[Any]]]:
+    """(headers, rows): one row per compared selector with its tokens, canvases and coverage."""
+    headers = [
+        "selector",
+        "canvases",
+        "tokens",
+        "valid tokens",
+        "kept blocks",
+        "time covered % (1 s bins)",
+        "longest gap s",
+        "space covered %",
+        "run",
+    ]
+    cover = stored.coverage.set_index("variant_index") if len(stored.coverage) else None
+    runs = stored.metrics.set_index("variant_index")["run_id"]
+    rows = []
+    for v in stored.variants.to_dict(orient="records"):
+        i = v["variant_index"]
+        c = cover.loc[i].to_dict() if cover is not None and i in cover.index else {}
+        rows.append(
+            [
+                v["label"],
+                int(c.get("canvases", 0)),
+                int(c.get("tokens", 0)),
+                int(c.get("valid_tokens", 0)),
+                int(c.get("kept_blocks", 0)),
+                _fmt(100 * float(c.get("temporal_coverage", math.nan)), 1),
+                _fmt(float(c.get("longest_gap_secs", math.nan)), 2),
+                _fmt(100 * float(c.get("spatial_coverage", math.nan)), 1),
+                str(runs.get(i, "")),
+            ]
+        )
+    return headers, rows
+
+
+def prepare_selector_settings_markdown(stored: StoredComparison) -> str:
+    """The selector comparison's video, grid and each entry's selector and options, as Markdown."""
+    row = stored.row
+    cfg = row.get("config") or {}
+    options = row.get("options") or {}
+    grid = cfg.get("grid_hw") or ["?", "?"]
+    lines = [
+        f"**{Path(str(row['source_path'])).name}** → {row.get('width')}×{row.get('height')}, "
+        f"{row.get('frame_count')} frames at {row.get('fps')} fps · blocks compared on the first entry's "
+        f"{grid[0]}×{grid[1]} grid (another grid's kept blocks count where they cover half a block) · "
+        f"comparison `{stored.comparison_id}`",
+        "",
+    ]
+    for v in stored.variants.to_dict(orient="records"):
+        opts = options.get(v["label"], {})
+        shown = ", ".join(f"{k}={val}" for k, val in opts.items() if k != "workers")
+        lines.append(f"- **{v['label']}** ({v['score']}, {v['score_note']}): {shown}")
+    return "\n".join(lines)

@@ -64,46 +64,111 @@ def add_store_options(
     parser.add_argument("--json", action="store_true", help=json_help)
 
 
-def add_selection_options(parser: argparse.ArgumentParser) -> None:
-    """One option per SelectionOptions field, each unset (None) unless given."""
-    from backend.pipeline import SelectionOptions
+def _selection_fields() -> dict[str, tuple[Any, list[str], str]]:
+    """Every option of every selector: name → (its first field, the selectors that take it, the
+    default as help shows it: one value, or one per selector where they differ)."""
+    from backend.selectors import SELECTORS
 
-    for field in dataclasses.fields(SelectionOptions):
+    out: dict[str, tuple[Any, list[str], dict[str, Any]]] = {}
+    for spec in SELECTORS.values():
+        for field in dataclasses.fields(spec.options_cls):
+            entry = out.setdefault(field.name, (field, [], {}))
+            entry[1].append(spec.name)
+            entry[2][spec.name] = field.default
+    shown = {}
+    for name, (field, owners, defaults) in out.items():
+        values = set(map(repr, defaults.values()))
+        text = str(field.default) if len(values) == 1 else ", ".join(f"{v} {k}" for k, v in defaults.items())
+        shown[name] = (field, owners, text)
+    return shown
+
+
+def add_selection_options(parser: argparse.ArgumentParser, *, selector_flag: bool = True) -> None:
+    """``--selector``, ``--preset`` and one option per field of every selector's options class,
+    each unset (None) unless given; options_from_args refuses those the selector does not take."""
+    from backend.selectors import SELECTORS
+    from backend.selectors.presets import PRESETS
+
+    if selector_flag:
+        parser.add_argument(
+            "--selector",
+            choices=SELECTORS.names,
+            default=None,
+            help="; ".join(f"{s.name}: {s.help}" for s in SELECTORS.values()) + " (default: cvp)",
+        )
+    parser.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default=None,
+        help="; ".join(f"{p.name}: {p.selector} with {p.help}" for p in PRESETS.values())
+        + " (options given explicitly win; docs/selectors.md lists each value and its source)",
+    )
+    for name, (field, owners, default) in _selection_fields().items():
         meta = field.metadata
-        if field.name == "avoid_keyframes":
+        where = "" if len(owners) == len(SELECTORS) else f" [{', '.join(owners)}]"
+        if name == "avoid_keyframes":
             group = parser.add_mutually_exclusive_group()
             group.add_argument(
                 "--avoid_keyframes",
                 dest="avoid_keyframes",
                 action="store_true",
                 default=None,
-                help="shift sampled keyframes to neighbours (default)",
+                help="shift sampled keyframes to neighbours (default)" + where,
             )
             group.add_argument(
                 "--no_avoid_keyframes",
                 dest="avoid_keyframes",
                 action="store_false",
-                help="keep sampled keyframes",
+                help="keep sampled keyframes" + where,
             )
             continue
         kind = {int: int, float: float, str: str}[type(field.default)]
         # reselect inherits its parent's options; only the ones given change.
         parser.add_argument(
-            f"--{field.name}",
+            f"--{name}",
             type=kind,
             default=None,
             choices=meta.get("choices"),
-            help=f"{meta['help']} (default: {field.default})",
+            help=f"{meta['help']} (default: {default}){where}",
         )
 
 
-def options_from_args(args: argparse.Namespace) -> Any:
-    """SelectionOptions from parsed arguments; unset options keep their defaults."""
-    from backend.pipeline import SelectionOptions
-
-    given = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(SelectionOptions)
-        if getattr(args, f.name, None) is not None
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The selection options given on the command line (name → value)."""
+    return {
+        name: getattr(args, name) for name in _selection_fields() if getattr(args, name, None) is not None
     }
-    return SelectionOptions(**given)
+
+
+def selector_from_args(args: argparse.Namespace) -> str:
+    """``--selector``, else the preset's selector, else cvp; a preset of another selector is refused."""
+    from backend.selectors.presets import preset
+
+    chosen = getattr(args, "selector", None)
+    name = getattr(args, "preset", None)
+    if name is not None:
+        p = preset(name)
+        if chosen is not None and chosen != p.selector:
+            raise ValueError(
+                f"Invalid preset ({name!r}) for the {chosen} selector. Supported values are presets of "
+                f"{chosen}; {name} is a {p.selector} preset."
+            )
+        return p.selector
+    return chosen or "cvp"
+
+
+def options_from_args(args: argparse.Namespace, *, total_frames: int | None = None) -> Any:
+    """The options of the chosen selector from parsed arguments: unset options keep their defaults
+    (or the preset's values); options of another selector are refused with one line.
+
+    ``total_frames``: the video's frame count, for presets that cap their sample count at it.
+    """
+    from backend.selectors import check_options, options_for
+    from backend.selectors.presets import preset_values
+
+    selector = selector_from_args(args)
+    given = given_options(args)
+    check_options(selector, given)
+    if getattr(args, "preset", None) is not None:
+        given = preset_values(args.preset, given, total_frames=total_frames)
+    return options_for(selector, given)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli.common import add_selection_options, add_store_options, fail_with
+from app.cli.common import add_selection_options, add_store_options, fail_with, given_options
 
 _DESCRIPTION = """\
 Encode VIDEO in H.264, HEVC, VP9 and AV1 with matched settings (same GOP, same B-frame structure
@@ -22,7 +22,13 @@ per second, time covered, luma bias and Y-PSNR of every decode against the sourc
 
 AV1 has no bitcost: its variant is selected with --fallback-score (residual by default).
 Sampling defaults to all_frames here, so every frame can be compared across codecs.
-With --encoded, the given files are the variants and VIDEO is their luma reference."""
+With --encoded, the given files are the variants and VIDEO is their luma reference.
+
+With --selectors, VIDEO is not encoded: 2 to 4 selectors, presets or option sets run on it
+(e.g. --selectors "cvp,llava-ov2[score_mode=mvwarp],uniform[num_frames=16]") and the comparison
+stores each run's tokens, canvases, temporal and spatial coverage and the kept-set Jaccard of
+every pair, frame by frame. Selection options given as flags apply to every entry whose
+selector takes them (docs/selectors.md)."""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,6 +42,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("video", help="source video")
+    parser.add_argument(
+        "--selectors",
+        help="compare selectors instead of codecs: 2 to 4 comma-separated selector or preset names, each "
+        "with optional [option=value,…] (e.g. cvp,llava-ov2[gop_mode=bitcost],mage-vl)",
+    )
     parser.add_argument(
         "--codecs",
         default=",".join(CODECS),
@@ -67,7 +78,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--out-dir", type=Path, help="folder for the encodes (default: next to the session db)"
     )
     add_store_options(parser, json_help="print the comparison as one JSON object")
-    add_selection_options(parser)
+    add_selection_options(parser, selector_flag=False)
     return parser
 
 
@@ -91,15 +102,19 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from backend.pipeline import SelectionOptions
+    from backend.selectors import check_options, options_for
+    from backend.selectors.presets import preset, preset_values
 
-    given = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(SelectionOptions)
-        if getattr(args, f.name, None) is not None and f.name != "score"
-    }
+    given = {k: v for k, v in given_options(args).items() if k != "score"}
+    check_options("cvp", given)  # the codec variants are selected by cvp
+    if args.preset is not None:
+        if preset(args.preset).selector != "cvp":
+            raise ValueError(
+                f"Invalid preset ({args.preset!r}) for a codec comparison. Supported values are cvp presets."
+            )
+        given = preset_values(args.preset, given)
     given.setdefault("frame_sampling_mode", "all_frames")
-    return SelectionOptions(**given)
+    return options_for("cvp", given)
 
 
 def _num(value: Any, digits: int = 4) -> Any:
@@ -174,8 +189,99 @@ def _print_text(s: dict[str, Any]) -> None:
         )
 
 
+def selector_summary(comparison: Any) -> dict[str, Any]:
+    """A selector comparison as one JSON-ready dict: entries with their run figures, pairs, timings."""
+    cover = {c.variant_index: dataclasses.asdict(c) for c in comparison.coverage}
+    entries = []
+    for k, entry in enumerate(comparison.entries):
+        c = cover[k]
+        entries.append(
+            {
+                "label": entry.label,
+                "selector": entry.selector,
+                "run_id": comparison.run_ids[k],
+                "options": entry.options.as_dict(),
+            }
+            | {key: _num(v) for key, v in c.items() if key not in ("variant_index", "selector")}
+        )
+    labels = [e.label for e in comparison.entries]
+    return {
+        "comparison_id": comparison.comparison_id,
+        "kind": "selectors",
+        "video": comparison.source_path,
+        "frames": comparison.frame_count,
+        "grid_hw": list(comparison.grid_hw),
+        "entries": entries,
+        "pairs": [
+            {k: _num(v) for k, v in p.summary().items() if not k.startswith("spearman")}
+            | {"a": labels[p.variant_a], "b": labels[p.variant_b]}
+            for p in comparison.pairs
+        ],
+        "seconds": {k: round(v, 3) for k, v in comparison.timings_secs.items()},
+    }
+
+
+def _print_selectors(s: dict[str, Any]) -> None:
+    print(
+        f"{s['video']}: {s['frames']} frames, {len(s['entries'])} selectors → comparison "
+        f"{s['comparison_id']} "
+        f"in {s['seconds']['total']:.1f} s (blocks compared on a {s['grid_hw'][0]}x{s['grid_hw'][1]} grid)"
+    )
+    print(f"{'selector':30s} {'canv':>5s} {'tokens':>7s} {'time%':>6s} {'gap s':>6s} {'space%':>6s}  run")
+    for e in s["entries"]:
+        print(
+            f"{e['label'][:30]:30s} {e['canvases']:5d} {e['valid_tokens']:7d} "
+            f"{100 * e['temporal_coverage']:6.1f} "
+            f"{e['longest_gap_secs']:6.2f} {100 * e['spatial_coverage']:6.1f}  {e['run_id']}"
+        )
+    for p in s["pairs"]:
+        jac = "–" if p["jaccard"] is None else f"{p['jaccard']:.3f}"
+        mean = "–" if p["jaccard_frame_mean"] is None else f"{p['jaccard_frame_mean']:.3f}"
+        print(f"  {p['a']} vs {p['b']}: Jaccard {jac} (frame mean {mean})")
+
+
+def run_selectors(args: argparse.Namespace) -> int:
+    """``compare VIDEO --selectors …``: 0 when done, 2 with one error line on bad input."""
+    from backend.compare import compare_selectors, parse_entries
+    from backend.compare.selectors import probe_frames
+    from backend.errors import CodecLensError
+    from backend.selectors.presets import PRESETS
+    from backend.store import SessionStore
+
+    t0 = time.perf_counter()
+    try:
+        if args.preset is not None:
+            raise ValueError(
+                "Invalid option (--preset) with --selectors. Supported values name presets among the "
+                "selectors."
+            )
+        names = args.selectors
+        capped = any(
+            n.split("[")[0].strip() in PRESETS and PRESETS[n.split("[")[0].strip()].cap_sampled_frames
+            for n in names.split(",")
+        )
+        entries = parse_entries(
+            names, shared=given_options(args), total_frames=probe_frames(args.video) if capped else None
+        )
+        with SessionStore(args.session_db) as store:
+            comparison = compare_selectors(
+                args.video, store, entries=entries, comparison_id=getattr(args, "comparison_id", None)
+            )
+    except (CodecLensError, ValueError, OSError) as exc:
+        return fail_with(exc, subject=args.video)
+    s = selector_summary(comparison)
+    s["seconds"]["wall"] = round(time.perf_counter() - t0, 3)
+    if args.json:
+        print(json.dumps(s))
+    else:
+        _print_selectors(s)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``compare`` command: 0 when done, 2 with one error line on bad input."""
+    if args.selectors:
+        return run_selectors(args)
     from backend.compare import compare
     from backend.errors import CodecLensError
     from backend.store import SessionStore

@@ -59,18 +59,29 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
     )
 
 
+def _frames_for_preset(args: argparse.Namespace) -> int | None:
+    """The video's frame count when its preset caps the sample count at it (a probe, no decode)."""
+    from backend.selectors.presets import preset
+
+    if getattr(args, "preset", None) is None or not preset(args.preset).cap_sampled_frames:
+        return None
+    from backend.stages.probe import ProbeConfig, probe
+
+    return probe(args.video, config=ProbeConfig()).total_frames
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a parsed ``select`` command: 0 when done, 2 with one error line on bad input."""
     from backend.cvp_format import check_out_dir, write_output
     from backend.errors import CodecLensError
-    from backend.pipeline import run as run_pipeline
+    from backend.selectors import select, selector_of
 
     if args.out is None and args.session_db is None:
         return fail("give --out DIR, --session-db PATH or both")
     t0 = time.perf_counter()
     run_id = None
     try:
-        options = options_from_args(args)
+        options = options_from_args(args, total_frames=_frames_for_preset(args))
         if args.out is not None:
             check_out_dir(args.out)  # before the run, not after it has been stored
         if args.session_db is not None:
@@ -80,12 +91,14 @@ def run(args: argparse.Namespace) -> int:
             with SessionStore(args.session_db) as store:
                 run_id, result = select_and_store(args.video, store, options=options)
         else:
-            result = run_pipeline(args.video, options=options)
+            result = select(args.video, options=options)
         if args.out is not None:
             write_output(result, args.out)
     except (CodecLensError, ValueError) as exc:  # ValueError: invalid option values
         stored = run_id is not None and isinstance(exc, CodecLensError)
         return fail_with(exc, note=f" (the run is stored as {run_id})" if stored else "")
-    summary = summary_of(result, options, time.perf_counter() - t0, out=args.out, run_id=run_id)
+    summary = summary_of(
+        result, options, time.perf_counter() - t0, out=args.out, run_id=run_id, selector=selector_of(options)
+    )
     print_summary(summary, args.json)
     return 0

@@ -38,7 +38,7 @@ def _list(store: Any, as_json: bool) -> None:
     for r in rows:
         n_warn = len(r.warnings)
         print(
-            f"{r.run_id}  {r.status:7s} {r.profile:6s} {r.created_at:%Y-%m-%d %H:%M:%S}  "
+            f"{r.run_id}  {r.status:7s} {r.selector:9s} {r.profile:6s} {r.created_at:%Y-%m-%d %H:%M:%S}  "
             f"{r.video_path}  ({n_warn} warnings" + (f", from {r.parent_run_id})" if r.parent_run_id else ")")
         )
 

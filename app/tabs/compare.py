@@ -1,4 +1,4 @@
-"""Compare-codecs tab: stored or new comparisons in 2–4 synchronised panes with metric plots."""
+"""Compare tab: comparisons of codecs, or of selectors on one video, in 2–4 synchronised panes."""
 
 from __future__ import annotations
 
@@ -185,6 +185,7 @@ def panes(
                 heatmap_runs=runs,
                 difference_with=reference,
                 labels=o.stored.labels,
+                show_both=o.stored.kind == "selectors",
             )
             for i in range(n)
         ]
@@ -215,7 +216,8 @@ def load(opened: Comparisons, cid: str, layers, opacity, cmap, scale, diff, ref)
     n = len(o.results)
     labels = o.stored.labels
     columns = [gr.update(visible=i < n) for i in range(cv.MAX_PANES)]
-    vh, vr = cv.prepare_variant_table(o.stored)
+    selectors = o.stored.kind == "selectors"
+    vh, vr = cv.prepare_selector_table(o.stored) if selectors else cv.prepare_variant_table(o.stored)
     ph, pr = cv.prepare_pair_table(o.stored)
     ref_choices = [(label, str(i)) for i, label in enumerate(labels)]
     ref_value = ref if ref in {c[1] for c in ref_choices} else "0"
@@ -224,13 +226,15 @@ def load(opened: Comparisons, cid: str, layers, opacity, cmap, scale, diff, ref)
         gr.update(value=img, label=labels[i]) if i < n else gr.update()
         for i, img in enumerate(rendered[: cv.MAX_PANES])
     ]
+    figure = cv.prepare_selector_metric_figure if selectors else cv.prepare_metric_figure
+    settings = cv.prepare_selector_settings_markdown if selectors else cv.prepare_settings_markdown
     return [
-        cv.prepare_settings_markdown(o.stored),
+        settings(o.stored),
         gr.update(maximum=max(1, int(o.positions.size) - 1), value=0),
         *columns,
         *images,
         *rendered[cv.MAX_PANES :],
-        cv.prepare_metric_figure(o.stored, o.positions, cursor_frame_index=int(o.positions[0])),
+        figure(o.stored, o.positions, cursor_frame_index=int(o.positions[0])),
         gr.update(value=vr, headers=vh),
         gr.update(value=pr, headers=ph),
         gr.update(choices=ref_choices, value=ref_value),
@@ -339,6 +343,51 @@ def page_load(ws: Workspace, wanted: str | None = None) -> tuple[Any, str, str]:
     return gr.update(choices=found, value=chosen or None), chosen, nonce()
 
 
+DEFAULT_SELECTORS = "cvp,llava-ov2,uniform"
+
+
+def run_selectors(
+    ws: Workspace, path: str, entries: str, profile: str, on_progress: Any = None, session: str = ""
+) -> tuple[Any, str, str, str]:
+    """Run 2–4 selectors on ``path`` and compare them (in a worker): the refreshed picker (on the new
+    comparison), its id, a nonce that loads it and a status line. ``entries``: comma-separated
+    selectors, presets or option sets."""
+    from app import jobs
+    from backend.compare import parse_entries
+
+    try:
+        source = ws.input_path(str(path or ""))
+        text = str(entries or "").strip() or DEFAULT_SELECTORS
+        parse_entries(text, shared={"profile": profile})  # refuse bad entries before any work
+        comparison_id = uuid.uuid4().hex[:12]
+        done = run_job(
+            ws.pool,
+            jobs.compare_selectors,
+            source,
+            job_store(ws),
+            text,
+            {"profile": profile},
+            comparison_id,
+            session=session,
+            subject=source.name,
+            cleanup=Cleanup(
+                store=ws.store,
+                then=lambda reason: ws.store.fail_comparison(
+                    comparison_id, source_path=str(source), config={"kind": "selectors"}, error=reason
+                ),
+            ),
+            on_progress=on_progress,
+        )
+    except (CodecLensError, ValueError) as exc:
+        raise ui_error(exc) from exc
+    status = (
+        f"Selector comparison `{done['comparison_id']}`: {done['entries']} selectors on {source.name} in "
+        f"{done['total_secs']:.1f} s."
+    )
+    new_id = done["comparison_id"]
+    return gr.update(choices=choices(ws), value=new_id), new_id, nonce(), status
+
+
 @dataclass
 class _NewForm:
     """The new-comparison form; ``inputs`` in the order of ``_wire_run_new``'s handler."""
@@ -373,6 +422,30 @@ def _build_new_form(open_form: bool) -> _NewForm:
         status = gr.Markdown("", elem_id="cmp_status")
     inputs = [path, codecs, gop, bframes, *crfs, bitrate, speed, max_frames, max_side, fallback]
     return _NewForm(inputs=inputs, run_btn=run_btn, status=status)
+
+
+def _build_selector_form() -> _NewForm:
+    """The new-selector-comparison form: video path, entries, profile."""
+    from backend.config import PROFILES
+    from backend.selectors import SELECTORS
+    from backend.selectors.presets import PRESETS
+
+    with gr.Accordion("New selector comparison", open=False):
+        gr.Markdown(
+            f"2–4 of {', '.join(SELECTORS.names)} or the presets {', '.join(PRESETS)}, comma-separated, "
+            "each with optional options in brackets, e.g. "
+            "`cvp,llava-ov2[gop_mode=bitcost],uniform[num_frames=16]`. "
+            "AV1 has no bitcost: give cvp `[score=residual]` there."
+        )
+        with gr.Row():
+            path = gr.Textbox(
+                label="Video path (inside the allowed folders)", elem_id="cmp_sel_path", scale=3
+            )
+            entries = gr.Textbox(DEFAULT_SELECTORS, label="Selectors", elem_id="cmp_sel_entries", scale=3)
+            profile = gr.Radio(list(PROFILES), value="clean", label="Profile", elem_id="cmp_sel_profile")
+        run_btn = gr.Button("Run the selectors and compare", variant="primary", elem_id="cmp_sel_run")
+        status = gr.Markdown("", elem_id="cmp_sel_status")
+    return _NewForm(inputs=[path, entries, profile], run_btn=run_btn, status=status)
 
 
 def _build_view_controls() -> list[Any]:
@@ -430,7 +503,8 @@ def build_compare_tab(ws: Workspace) -> None:
     )
     gr.Markdown(
         "Encode one source in H.264, HEVC, VP9 and AV1 with matched GOP and B-frames, select on each and "
-        "compare what they keep. AV1 has no bitcost: its variant is selected with the fallback signal. "
+        "compare what they keep — or run several selectors (cvp, llava-ov2, uniform, presets) on one "
+        "video and compare those. AV1 has no bitcost: its variant is selected with the fallback signal. "
         "Keys and the step buttons move every pane."
     )
     with gr.Row():
@@ -443,12 +517,14 @@ def build_compare_tab(ws: Workspace) -> None:
         )
         refresh = gr.Button("Refresh", elem_id="cmp_refresh", scale=1)
     form = _build_new_form(open_form=not existing)
+    selector_form = _build_selector_form()
     settings_md = gr.Markdown("", elem_id="cmp_settings")
     view = _build_view_controls()
     layers, colormap, scale, ref = view[0], view[2], view[3], view[5]
     gr.Markdown(
         f"Difference mode: <span style='color:rgb{cv.A_ONLY_RGB}'>■</span> kept only by the reference pane, "
-        f"<span style='color:rgb{cv.B_ONLY_RGB}'>■</span> kept only by this pane (anchors count whole)."
+        f"<span style='color:rgb{cv.B_ONLY_RGB}'>■</span> kept only by this pane (anchors count whole); "
+        f"selector comparisons also outline <span style='color:rgb{cv.BOTH_RGB}'>□</span> kept by both."
     )
     legend_img = gr.Image(
         label="Heatmap scale", interactive=False, height=70, format="png", elem_id="cmp_legend"
@@ -496,6 +572,7 @@ def build_compare_tab(ws: Workspace) -> None:
     cid.change(None, cid, None, js="(c) => { if (c) localStorage.setItem('lensComparison', c); return []; }")
     refresh.click(lambda: gr.update(choices=choices(ws)), None, pick, api_name=False)
     _wire_run_new(ws, form, pick, cid, loaded)
+    _wire_run_selectors(ws, selector_form, pick, cid, loaded)
     render_inputs = [cid, slider, *view]
     slider.change(on_panes, render_inputs, [*pane_images, *pane_infos], api_name=False)
     slider.change(None, slider, None, js=CURSOR_JS, api_name=False)
@@ -564,6 +641,28 @@ def _wire_run_new(ws: Workspace, form: _NewForm, pick: Any, cid: Any, loaded: An
         )
 
     # The worker pool bounds the work, per session and in all.
+    form.run_btn.click(
+        on_run, form.inputs, [pick, cid, loaded, form.status], api_name=False, concurrency_limit=None
+    )
+
+
+def _wire_run_selectors(ws: Workspace, form: _NewForm, pick: Any, cid: Any, loaded: Any) -> None:
+    def on_run(
+        request: gr.Request,
+        path,
+        entries,
+        profile,
+        progress=gr.Progress(),  # noqa: B008 - Gradio injects the tracker
+    ):
+        return run_selectors(
+            ws,
+            path,
+            entries,
+            profile,
+            on_progress=lambda stage, fraction: progress(fraction, desc=stage),
+            session=session_of(request),
+        )
+
     form.run_btn.click(
         on_run, form.inputs, [pick, cid, loaded, form.status], api_name=False, concurrency_limit=None
     )

@@ -502,7 +502,7 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
             ):
                 gr.Markdown("A change re-selects the open run from its cached decode (nothing decodes).")
                 with gr.Row(equal_height=False):
-                    live = option_controls(LIVE_OPTIONS, prefix="live_")
+                    live = option_controls(names=LIVE_OPTIONS, prefix="live_")
     build_export_panel(ws, shared.run_id, slider)
     signal_plot = gr.Plot(elem_id="signal_plots", label="Per-frame signals (click to jump)")
     plot = gr.Plot(elem_id="timeline", label="Timeline (click anywhere to jump)")

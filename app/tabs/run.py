@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,14 +22,22 @@ if TYPE_CHECKING:
     from app.workspace import Workspace
 
 
-def option_controls(names: Sequence[str] | None = None, prefix: str = "opt_") -> dict[str, Any]:
-    """One control per SelectionOptions field (or per field of ``names``), generated from the
-    field metadata; elem_id ``{prefix}{name}``."""
+def option_controls(
+    selector: str = "cvp", *, names: Sequence[str] | None = None, prefix: str | None = None
+) -> dict[str, Any]:
+    """One control per field of ``selector``'s options class (or per field of ``names``), generated
+    from the field metadata.
+
+    cvp's controls are ``#opt_<name>``; another selector's ``#opt_<selector>_<name>``; ``prefix``
+    replaces ``opt_`` (the inspector's live controls use ``live_``).
+    """
     from backend.config import field_help
-    from backend.pipeline import SelectionOptions
+    from backend.selectors import SELECTORS
 
     controls: dict[str, Any] = {}
-    for name, meta in field_help(SelectionOptions).items():
+    if prefix is None:
+        prefix = "opt_" if selector == "cvp" else f"opt_{selector.replace('-', '_')}_"
+    for name, meta in field_help(SELECTORS.lookup(selector).options_cls).items():
         if names is not None and name not in names:
             continue
         label, info, default = meta["label"], meta["help"], meta["default"]
@@ -86,13 +94,17 @@ def on_upload(ws: Workspace, file: Any, session: str = "") -> tuple[Any, Any]:
 
 
 def selection_options(
-    names: Sequence[str], values: Sequence[Any], *, base: dict[str, Any] | None = None
+    names: Sequence[str],
+    values: Sequence[Any],
+    selector: str = "cvp",
+    *,
+    base: dict[str, Any] | None = None,
 ) -> Any:
-    """SelectionOptions from the option controls' values (numbers arrive as floats); the other
-    options from ``base`` (a run's config) or their defaults."""
-    from backend.pipeline import SelectionOptions
+    """The options of ``selector`` from its option controls' values (numbers arrive as floats); the
+    other options from ``base`` (a run's config) or their defaults."""
+    from backend.selectors import options_for
 
-    defaults = SelectionOptions(profile="clean")
+    defaults = options_for(selector)
     fields = set(defaults.as_dict())
     try:
         raw = {k: v for k, v in (base or {}).items() if k in fields}
@@ -101,17 +113,39 @@ def selection_options(
             default = getattr(defaults, name)
             if isinstance(default, int) and not isinstance(default, bool) and value is not None:
                 raw[name] = int(value)
-        return SelectionOptions(**raw)
+        return options_for(selector, raw)
     except (ValueError, TypeError) as exc:
         raise gr.Error(str(exc)) from exc
 
 
+def preset_controls(name: str | None, names: Sequence[str]) -> tuple[Any, ...]:
+    """The selector choice and cvp's option controls after choosing preset ``name`` (unchanged for none)."""
+    from backend.selectors.presets import preset
+
+    if not name:
+        return (gr.update(),) * (1 + len(names))
+    p = preset(name)
+    return (
+        gr.update(value=p.selector),
+        *(gr.update(value=p.values[n]) if n in p.values else gr.update() for n in names),
+    )
+
+
+def selector_groups(selector: str, selectors: Sequence[str]) -> list[Any]:
+    """Show the option controls of ``selector``, hide the others'."""
+    return [gr.update(visible=s == selector) for s in selectors]
+
+
 def _decodes(ws: Workspace, parent: Any, options: Any) -> bool:
     """Whether re-selecting ``parent`` with ``options`` must decode (reselect's own test): a
-    changed decode option, or no cached decode to reuse."""
-    from backend.pipeline import FRONT_OPTIONS
+    changed decode option, another selector, or no cached decode to reuse."""
+    from backend.selectors import options_for, spec_of
 
-    if not all(getattr(options, k) == parent.config.get(k) for k in FRONT_OPTIONS):
+    spec = spec_of(options)
+    if spec.name != parent.selector or not spec.resumable:
+        return True
+    base = options_for(parent.selector, parent.config)
+    if not all(getattr(options, k) == getattr(base, k) for k in spec.front_options):
         return True
     key = parent.cache_key
     return not key or (key not in ws.memory and ws.store.cache_lookup(key) is None)
@@ -132,9 +166,11 @@ def _select(
     """
     from app import jobs
     from backend.runs import reselect
+    from backend.selectors import selector_of
 
     cleanup = Cleanup(store=ws.store)
-    if bool(run_id) and ws.store.get_run(run_id).video_path == str(video):
+    same = bool(run_id) and ws.store.get_run(run_id).video_path == str(video)
+    if same and ws.store.get_run(run_id).selector == selector_of(options):
         parent = ws.store.get_run(run_id)
         base = parent.config
         changes = {k: v for k, v in options.as_dict().items() if base.get(k) != v}
@@ -188,7 +224,7 @@ def start_run(
     options: Any,
     progress: Callable[..., Any],
     session: str = "",
-) -> tuple[str, str, Any, Any]:
+) -> tuple[str, str]:
     """Run (or re-select) the video at ``path_text`` with ``options``.
 
     ``view``: the open run's viewer (row, layers, opacity, colormap), saved so that reopening
@@ -230,28 +266,91 @@ class RunTab:
     video_path: Any
     upload: Any
     controls: dict[str, Any]
+    """cvp's option controls (name → control), which opening a cvp run fills."""
     run_btn: Any
     run_status: Any
     sessions: SessionsPanel
+    selector: Any = None
+    preset: Any = None
+    selector_controls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Every selector's option controls: selector → name → control (cvp's are ``controls``)."""
+    selector_groups: dict[str, Any] = field(default_factory=dict)
 
 
 def build_run_tab(ws: Workspace, run_id: gr.Textbox) -> RunTab:
     """The video path and upload, the option controls, Run, and the sessions panel."""
+    from backend.selectors import SELECTORS
+    from backend.selectors.presets import PRESETS
+
     gr.Markdown(
-        "Choose a video (a path inside the allowed folders, or an upload), a profile and "
-        "the selection options, then **Run**. Only grouping/selection options changed on "
+        "Choose a video (a path inside the allowed folders, or an upload), a selector (or a preset), "
+        "a profile and the selection options, then **Run**. Only grouping/selection options changed on "
         "the open video re-select from the cache without decoding."
     )
     with gr.Row():
         video_path = gr.Textbox(label="Video path", elem_id="video_path", scale=3)
         upload = gr.File(label="Upload a video", elem_id="upload", scale=2)
+    with gr.Row():
+        selector = gr.Dropdown(
+            [(f"{s.name} — {s.help}", s.name) for s in SELECTORS.values()],
+            value="cvp",
+            label="Selector",
+            elem_id="opt_selector",
+            scale=3,
+        )
+        preset = gr.Dropdown(
+            [("none", ""), *((f"{p.name} — {p.selector}: {p.help}", p.name) for p in PRESETS.values())],
+            value="",
+            label="Preset (fills the options; docs/selectors.md lists the sources)",
+            elem_id="opt_preset",
+            scale=2,
+        )
+    selector_controls: dict[str, dict[str, Any]] = {}
+    groups: dict[str, Any] = {}
     with gr.Accordion("Selection options", open=True):
-        with gr.Row(equal_height=False):
-            controls = option_controls()
+        for name in SELECTORS.names:
+            with gr.Group(visible=name == "cvp", elem_id=f"opt_group_{name.replace('-', '_')}") as group:
+                with gr.Row(equal_height=False):
+                    selector_controls[name] = option_controls(name)
+            groups[name] = group
     run_btn = gr.Button("Run", variant="primary", elem_id="run_btn")
     run_status = gr.Markdown("", elem_id="run_status")
     sessions = build_sessions_panel(ws, run_id)
-    return RunTab(video_path, upload, controls, run_btn, run_status, sessions)
+    return RunTab(
+        video_path,
+        upload,
+        selector_controls["cvp"],
+        run_btn,
+        run_status,
+        sessions,
+        selector=selector,
+        preset=preset,
+        selector_controls=selector_controls,
+        selector_groups=groups,
+    )
+
+
+def opened_selector(
+    ws: Workspace, run_id: str, selectors: Sequence[str], counts: Sequence[int]
+) -> tuple[Any, ...]:
+    """The selector choice and the option controls of the run just opened (cvp's are filled by the
+    Inspect tab, so they are left as they are)."""
+    from backend.selectors import options_for
+
+    if not run_id:
+        return (gr.update(),) * (1 + sum(counts))
+    try:
+        row = ws.store.get_run(run_id)
+    except CodecLensError as exc:
+        raise ui_error(exc) from exc
+    out: list[Any] = [gr.update(value=row.selector)]
+    for name, count in zip(selectors, counts, strict=True):
+        if name == "cvp" or name != row.selector:
+            out += [gr.update()] * count
+            continue
+        values = options_for(name, row.config).as_dict()
+        out += [gr.update(value=v) for v in values.values()]
+    return tuple(out)
 
 
 def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: InspectTab) -> None:
@@ -267,7 +366,9 @@ def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: Inspec
         api_name=False,
         concurrency_limit=None,  # the worker pool bounds the work, per session and in all
     )
-    names = list(tab.controls)
+    selectors = list(tab.selector_controls)
+    names = {s: list(c) for s, c in tab.selector_controls.items()}
+    flat = [c for s in selectors for c in tab.selector_controls[s].values()]
 
     # Gradio injects the request and the progress tracker only into positional parameters.
     def run(
@@ -278,10 +379,18 @@ def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: Inspec
         lay,
         op,
         cm,
+        chosen,
         progress=gr.Progress(),  # noqa: B008 - Gradio's progress hook
         *values: Any,
     ):
-        options = selection_options(names, values)
+        start = 0
+        for s in selectors:
+            if s == chosen:
+                options = selection_options(names[s], values[start : start + len(names[s])], s)
+                break
+            start += len(names[s])
+        else:
+            raise gr.Error(f"Invalid selector ({chosen!r}). Supported values are {', '.join(selectors)}.")
         return start_run(ws, rid, path_text, (row, lay, op, cm), options, progress, session_of(request))
 
     viewer = [inspect.slider, inspect.layers, inspect.opacity, inspect.colormap]
@@ -289,10 +398,23 @@ def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: Inspec
     # the progress bar covers the status alone (not the sessions panel under it).
     tab.run_btn.click(None, None, tab.run_status, js="() => ''", api_name=False).then(
         run,
-        [run_id, tab.video_path, *viewer, *tab.controls.values()],
+        [run_id, tab.video_path, *viewer, tab.selector, *flat],
         [run_id, tab.run_status],
         api_name=False,
         show_progress="full",
         show_progress_on=tab.run_status,
         concurrency_limit=None,
+    )
+    groups = [tab.selector_groups[s] for s in selectors]
+    tab.selector.change(lambda s: selector_groups(s, selectors), tab.selector, groups, api_name=False)
+    cvp_names = names["cvp"]
+    tab.preset.change(
+        lambda p: preset_controls(p, cvp_names),
+        tab.preset,
+        [tab.selector, *tab.selector_controls["cvp"].values()],
+        api_name=False,
+    )
+    counts = [len(names[s]) for s in selectors]
+    run_id.change(
+        lambda r: opened_selector(ws, r, selectors, counts), run_id, [tab.selector, *flat], api_name=False
     )

@@ -15,7 +15,7 @@ from backend.errors import CodecLensError
 if TYPE_CHECKING:
     from app.workspace import Workspace
 
-RUN_HEADERS = ["run_id", "video", "profile", "status", "created", "parent", "warnings"]
+RUN_HEADERS = ["run_id", "video", "selector", "profile", "status", "created", "parent", "warnings"]
 
 
 def runs_table(ws: Workspace) -> list[list[Any]]:
@@ -26,6 +26,7 @@ def runs_table(ws: Workspace) -> list[list[Any]]:
             [
                 r.run_id,
                 Path(r.video_path).name,
+                r.selector,
                 r.profile,
                 r.status,
                 f"{r.created_at:%Y-%m-%d %H:%M:%S}",

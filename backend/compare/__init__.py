@@ -1,4 +1,4 @@
-"""Codec comparison: encode one source in several codecs, select on each, measure agreement."""
+"""Comparisons: one source in several codecs (``run``), or one video under several selectors."""
 
 from backend.compare.config import CODECS, FALLBACK_SCORES, SPEEDS, CompareConfig, parse_crf
 from backend.compare.encode import default_output_dir
@@ -10,6 +10,13 @@ from backend.compare.metrics import (
     signal_family,
 )
 from backend.compare.run import CodecComparison, compare
+from backend.compare.selectors import (
+    SelectorComparison,
+    SelectorEntry,
+    compare_selectors,
+    kept_mask_on,
+    parse_entries,
+)
 from backend.compare.stored import StoredComparison, load_comparison
 
 __all__ = [
@@ -19,13 +26,18 @@ __all__ = [
     "SPEEDS",
     "CodecComparison",
     "CompareConfig",
+    "SelectorComparison",
+    "SelectorEntry",
     "StoredComparison",
     "cell_area_px",
     "compare",
+    "compare_selectors",
     "default_output_dir",
     "heatmap_normaliser",
     "kept_mask_at",
+    "kept_mask_on",
     "load_comparison",
     "parse_crf",
+    "parse_entries",
     "signal_family",
 ]

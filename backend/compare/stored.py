@@ -116,6 +116,13 @@ class StoredComparison:
     pairs: pd.DataFrame
     pair_frames: pd.DataFrame
     luma: pd.DataFrame
+    coverage: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """Per run (selector comparisons): tokens, canvases, temporal and spatial coverage."""
+
+    @property
+    def kind(self) -> str:
+        """``codecs`` (variants are encodes of one source) or ``selectors`` (runs of several selectors)."""
+        return str(self.row.get("kind") or "codecs")
 
     @property
     def run_ids(self) -> list[str]:
@@ -149,6 +156,7 @@ def load_comparison(store: SessionStore, comparison_id: str) -> StoredComparison
         pairs=tables["comparison_pairs"],
         pair_frames=tables["comparison_pair_frames"],
         luma=tables["comparison_luma"],
+        coverage=tables["comparison_coverage"],
     )
 
 
@@ -158,4 +166,5 @@ COMPARISON_TABLES: tuple[str, ...] = (
     "comparison_pairs",
     "comparison_pair_frames",
     "comparison_luma",
+    "comparison_coverage",
 )

@@ -18,6 +18,7 @@ from backend import __version__
 from backend.errors import OutputError
 from backend.pipeline.quirks import quirk_on
 from backend.records import TOKEN_COLUMNS, GroupSelection
+from backend.selectors import selector_of
 from backend.stages.group import block_budget
 from native import gateway
 
@@ -87,8 +88,88 @@ def _group_meta(sel: GroupSelection, spec: Any, result: Any, offset: int) -> dic
     }
 
 
+def selector_meta(result: Any, out_dir: Path, canvas_files: list[str], selector: str) -> dict[str, Any]:
+    """meta.json of another selector's run: cvp's keys that every run has, its options under
+    ``config``, its groups, and the ``codec_lens`` section naming the selector."""
+    o = result.options
+    info = result.info
+    geo = result.geometry
+    ipg = int(getattr(o, "images_per_group", 1))
+    n = int(result.candidates.frame_indices.size)
+    groups = []
+    offset = 0
+    by_index = {s.group_index: s for s in result.groups.specs}
+    for sel in result.selection.groups:
+        spec = by_index[sel.group_index]
+        groups.append(
+            {
+                "group_idx": sel.group_index,
+                "frame_ids": list(sel.frame_indices),
+                "group_start_idx": sel.start,
+                "group_end_idx": sel.end,
+                "group_frame_count": sel.end - sel.start,
+                "group_stop_reason": spec.stop_reason,
+                "group_readiness": spec.readiness,
+                "selected_blocks": int(sel.kept.shape[0]),
+                "global_img_offset": offset,
+                "num_canvases": ipg,
+            }
+        )
+        offset += ipg
+    h1, w1 = geo.processed_hw
+    return {
+        "video": info.path,
+        "video_hash": hashlib.sha1(info.path.encode("utf-8")).hexdigest()[:8],
+        "selector": selector,
+        "config": o.as_dict(),
+        "metadata": {
+            "video": info.path,
+            "total_frames": info.total_frames,
+            "fps": info.fps,
+            "height": info.height,
+            "width": info.width,
+            "codec_name": info.codec_name,
+            "duration": info.duration_secs,
+        },
+        "total_frames": info.total_frames,
+        "orig_hw": [info.height, info.width],
+        "processed_hw": [h1, w1],
+        "fps": info.fps,
+        "patch": geo.patch,
+        "block_size": geo.block_size,
+        "images_per_group": ipg,
+        "hb_wb": list(geo.grid_hw),
+        "S_full": geo.patches_per_canvas,
+        "sampled_frames": n,
+        "sampling_debug": result.candidates.debug,
+        "num_groups": len(result.selection.groups),
+        "group_specs": [s.as_dict() for s in result.groups.specs],
+        "total_images": len(canvas_files),
+        "total_patches": int(result.canvases.tokens.shape[0]),
+        "canvas_files": canvas_files,
+        "out_dir": str(out_dir),
+        "groups": groups,
+        "timings": result.timings_secs,
+        "codec_lens": {
+            "version": CODEC_LENS_VERSION,
+            "selector": selector,
+            "profile": o.profile,
+            "pixel_source": result.decoded.pixel_source,
+            "read_mode": result.decoded.read_mode,
+            "frame_count_source": info.frame_count_source,
+            "token_columns": list(TOKEN_COLUMNS),
+            "warnings": [w.as_dict() for w in result.warnings],
+            "versions": gateway.versions(),
+        },
+    }
+
+
 def build_meta(result: Any, out_dir: Path, canvas_files: list[str]) -> dict[str, Any]:
-    """meta.json content with cvp's keys plus a ``codec_lens`` section."""
+    """meta.json content with cvp's keys plus a ``codec_lens`` section (another selector's run:
+    :func:`selector_meta`)."""
+    selector = selector_of(result.options)
+    if selector != "cvp":
+        return selector_meta(result, out_dir, canvas_files, selector)
     o = result.options
     info = result.info
     geo = result.geometry
@@ -275,7 +356,9 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
             (tmp / "meta.json").write_text(json.dumps(meta, ensure_ascii=False, indent=2))
             for job in pending:
                 job.result()
+        selector = selector_of(result.options)
         summary = {
+            **({"selector": selector} if selector != "cvp" else {}),  # cvp's outputs predate selectors
             "profile": result.options.profile,
             "video": result.info.path,
             "options": result.options.as_dict(),

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.pipeline import FRONT_OPTIONS, SCORE_OPTIONS, Front, RunResult, SelectionOptions
+from backend.pipeline import Front, RunResult
 from backend.records import (
     Candidates,
     DecodedFrames,
@@ -24,24 +25,28 @@ from backend.records import (
     ScoreMaps,
     VideoInfo,
 )
+from backend.selectors import spec_of
 from backend.store import SessionStore
 from native import gateway
 
 CACHE_FORMAT = 1
+_BACK = "back.pkl"  # the later records of a selector that cannot resume from its front
 
 
-def cache_key(content: str, options: SelectionOptions) -> str:
-    """Key of a decode: content hash, decoder and version, and every front option."""
+def cache_key(content: str, options: Any) -> str:
+    """Key of a decode: content hash, decoder and version, the selector and every front option."""
     versions = gateway.versions()
-    front = {k: getattr(options, k) for k in FRONT_OPTIONS}
-    blob = json.dumps(
-        {"sha256": content, "decoder": versions, "front": front, "format": CACHE_FORMAT}, sort_keys=True
-    )
+    spec = spec_of(options)
+    front = {k: getattr(options, k) for k in spec.cache_options()}
+    key: dict[str, Any] = {"sha256": content, "decoder": versions, "front": front, "format": CACHE_FORMAT}
+    if spec.name != "cvp":  # cvp's keys predate selectors and stay as they were
+        key["selector"] = spec.name
+    blob = json.dumps(key, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def _score_key(options: SelectionOptions) -> str:
-    blob = json.dumps({k: getattr(options, k) for k in SCORE_OPTIONS}, sort_keys=True)
+def _score_key(options: Any) -> str:
+    blob = json.dumps({k: getattr(options, k) for k in spec_of(options).score_options}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -150,6 +155,11 @@ def save_front(store: SessionStore, key: str, content: str, result: RunResult) -
     }
     (tmp / "records.json").write_text(json.dumps(scalars, default=_json_default))
     save_scores(tmp, result)
+    if not spec_of(result.options).resumable:
+        # Nothing re-runs the later stages of such a selector from its front: keep their records.
+        back = (result.groups, result.selection, result.canvases, result.warnings, result.timings_secs)
+        with (tmp / _BACK).open("wb") as fh:
+            pickle.dump(back, fh, protocol=pickle.HIGHEST_PROTOCOL)
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
@@ -282,7 +292,16 @@ def load_front(folder: Path) -> Front:
     return Front(info=info, candidates=candidates, geometry=geometry, decoded=decoded, quality=quality)
 
 
-def load_scores(folder: Path, options: SelectionOptions, processed_hw: tuple[int, int]) -> ScoreMaps | None:
+def load_back(folder: Path) -> tuple[Any, ...] | None:
+    """(groups, selection, canvases, warnings, timings) cached for a selector that cannot resume, or None."""
+    path = folder / _BACK
+    if not path.is_file():
+        return None
+    with path.open("rb") as fh:
+        return tuple(pickle.load(fh))  # our own file, written by save_front
+
+
+def load_scores(folder: Path, options: Any, processed_hw: tuple[int, int]) -> ScoreMaps | None:
     """Cached score maps for these score options, or None."""
     prefix = f"scores_{_score_key(options)}"
     marker = folder / f"{prefix}.json"
@@ -333,7 +352,7 @@ def cached_scores(
     store: SessionStore,
     key: str,
     folder: Path | None,
-    options: SelectionOptions,
+    options: Any,
     front: Front,
     memory: dict[str, Any] | None,
 ) -> ScoreMaps | None:

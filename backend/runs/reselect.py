@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
 from backend.errors import StoreError
-from backend.pipeline import FRONT_OPTIONS, SCORE_OPTIONS, ProgressCallback, RunResult, SelectionOptions
+from backend.pipeline import ProgressCallback, RunResult
 from backend.runs.decode_cache import cached_front, cached_scores
 from backend.runs.store_run import select_and_store
+from backend.selectors import SELECTORS, check_options, options_for
 from backend.store import SessionStore
 
 
@@ -20,11 +20,15 @@ def reselect(
     *,
     on_progress: ProgressCallback | None = None,
     memory: dict[str, Any] | None = None,
+    selector: str | None = None,
 ) -> tuple[str, RunResult, str]:
     """Re-run a stored run with some options changed, reusing its cached decode when possible.
 
     ``memory`` (cache key → (Front, cache folder)), when given, keeps decoded fronts between calls
-    (the app passes one per session) so repeated re-selections skip the disk read.
+    (the app passes one per session) so repeated re-selections skip the disk read. ``selector``:
+    re-select the run's video with another selector (its options start from that selector's
+    defaults plus ``changes``; the video is then decoded again). A selector that cannot resume
+    from its front (``SelectorSpec.resumable`` False) re-runs in full whatever changed.
 
     Returns
     -------
@@ -33,11 +37,17 @@ def reselect(
     parent = store.get_run(run_id)
     if parent.status != "done":
         raise StoreError(f"run {run_id} is {parent.status}, not done", path=store.path, stage="reselect")
-    fields = {f.name for f in dataclasses.fields(SelectionOptions)}
-    base = {k: v for k, v in parent.config.items() if k in fields}
-    options = SelectionOptions(**base).replace(**changes)
+    target = selector or parent.selector
+    check_options(target, changes)
+    spec = SELECTORS.lookup(target)
+    before = options_for(target, parent.config if target == parent.selector else {})
+    options = before.replace(**changes)
     video = parent.video_path
-    front_same = all(getattr(options, k) == base.get(k) for k in FRONT_OPTIONS)
+    front_same = (
+        target == parent.selector
+        and spec.resumable
+        and all(getattr(options, k) == getattr(before, k) for k in spec.front_options)
+    )
     t0 = time.perf_counter()
     front, folder = (
         cached_front(store, parent.cache_key, memory) if parent.cache_key and front_same else (None, None)
@@ -49,7 +59,9 @@ def reselect(
         return new_id, result, "full"
     assert parent.cache_key is not None
     scores = cached_scores(store, parent.cache_key, folder, options, front, memory)
-    same_scores = scores is not None and all(getattr(options, k) == base.get(k) for k in SCORE_OPTIONS)
+    same_scores = scores is not None and all(
+        getattr(options, k) == getattr(before, k) for k in spec.score_options
+    )
     new_id, result = select_and_store(
         video,
         store,

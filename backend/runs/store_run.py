@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from pathlib import Path
 from typing import Any
 
 from backend import __version__
 from backend.errors import CodecLensError, StoreError
-from backend.pipeline import Front, ProgressCallback, RunResult, SelectionOptions, run
+from backend.pipeline import Front, ProgressCallback, RunResult
 from backend.records import ScoreMaps
 from backend.runs.decode_cache import (
     DEFAULT_CACHE_BUDGET_BYTES,
     cache_key,
     cached_front,
     cached_scores,
+    load_back,
     prune_cache,
     save_front,
     save_scores,
 )
+from backend.selectors import options_for, select, selector_of, spec_of
 from backend.stages.probe import ProbeConfig, probe
 from backend.store import SessionStore, run_columns, run_summary
 from native import gateway
@@ -38,7 +39,7 @@ def select_and_store(
     video: str | Path,
     store: SessionStore,
     *,
-    options: SelectionOptions,
+    options: Any,
     on_progress: ProgressCallback | None = None,
     parent_run_id: str | None = None,
     front: Front | None = None,
@@ -49,9 +50,11 @@ def select_and_store(
     session_id: str | None = None,
     cache_budget_bytes: int = DEFAULT_CACHE_BUDGET_BYTES,
 ) -> tuple[str, RunResult]:
-    """Run the pipeline, store every table and the decode cache; a failure marks the run failed.
+    """Run the selector ``options`` belong to, store every table and the decode cache; a failure
+    marks the run failed.
 
-    A re-selection passes the cached ``front`` with its cache ``key`` and ``session_id``;
+    ``options``: the options of any selector of ``backend.selectors.SELECTORS`` (``SelectionOptions``
+    for cvp). A re-selection passes the cached ``front`` with its cache ``key`` and ``session_id``;
     the video is then neither hashed nor read. After a new decode is cached, older ones
     are removed (least recently used first) while the cache exceeds ``cache_budget_bytes``.
 
@@ -60,7 +63,11 @@ def select_and_store(
     (run_id, RunResult).
     """
     # Probed first: its input checks name a missing or unreadable file before it is hashed.
-    info = front.info if front is not None else probe(video, config=ProbeConfig(profile=options.profile))
+    selector = selector_of(options)
+    # cvp's parity profile probes as cvp does (frame count estimated from the duration); the other
+    # selectors reproduce other readers and count packets.
+    probe_profile = options.profile if selector == "cvp" else "clean"
+    info = front.info if front is not None else probe(video, config=ProbeConfig(profile=probe_profile))
     if content is None and (front is None or key is None or session_id is None):
         content = content_sha256(video)
     if session_id is None:
@@ -71,6 +78,7 @@ def select_and_store(
         "config": options.as_dict(),
         "versions": {"codec_lens": __version__, **gateway.versions()},
         "parent_run_id": parent_run_id,
+        "selector": selector,
     }
     if key is None:
         assert content is not None
@@ -79,7 +87,9 @@ def select_and_store(
     # cache takes milliseconds, so it is written in one transaction when it is done.
     run_id = store.begin_run(session_id, **run_kwargs) if front is None else None
     try:
-        result = run(video, options=options, on_progress=on_progress, front=front, scores=scores, info=info)
+        result = select(
+            video, options=options, on_progress=on_progress, front=front, scores=scores, info=info
+        )
         # Score grids reused from scores_run_id are stored there already.
         tables = run_columns(result, score_grids=scores_run_id is None)
         summary = run_summary(result, key, scores_run_id)
@@ -138,14 +148,32 @@ def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None 
     row = store.get_run(run_id)
     if row.status != "done":
         raise StoreError(f"run {run_id} is {row.status}, not done", path=store.path, stage="open")
-    fields = {f.name for f in dataclasses.fields(SelectionOptions)}
-    options = SelectionOptions(**{k: v for k, v in row.config.items() if k in fields})
+    options = options_for(row.selector, row.config)
     front, folder = cached_front(store, row.cache_key, memory) if row.cache_key else (None, None)
-    if front is None:
-        result = run(row.video_path, options=options)
+    back = load_back(folder) if folder is not None and not spec_of(options).resumable else None
+    if front is None or (not spec_of(options).resumable and back is None):
+        result = select(row.video_path, options=options)
         if row.cache_key:
             save_front(store, row.cache_key, content_sha256(row.video_path), result)
         return result
     assert row.cache_key is not None
     scores = cached_scores(store, row.cache_key, folder, options, front, memory)
-    return run(row.video_path, options=options, front=front, scores=scores, info=front.info)
+    if back is not None:
+        if scores is None:
+            raise StoreError(f"run {run_id}'s cached score maps are missing", path=store.path, stage="open")
+        groups, selection, canvases, warnings, timings = back
+        return RunResult(
+            options=options,
+            info=front.info,
+            candidates=front.candidates,
+            geometry=front.geometry,
+            decoded=front.decoded,
+            quality=front.quality,
+            scores=scores,
+            groups=groups,
+            selection=selection,
+            canvases=canvases,
+            warnings=warnings,
+            timings_secs=dict(timings),
+        )
+    return select(row.video_path, options=options, front=front, scores=scores, info=front.info)

@@ -17,6 +17,7 @@ _COMPARISON_TABLES = (
     "comparison_pairs",
     "comparison_pair_frames",
     "comparison_luma",
+    "comparison_coverage",
 )
 
 
@@ -38,7 +39,8 @@ def _decode_json_columns(row: dict[str, Any]) -> dict[str, Any]:
 
 
 class ComparisonsMixin(StoreBase):
-    """Codec comparisons (issue 6): one comparisons row and its tables per comparison."""
+    """Codec comparisons (issue 6) and selector comparisons (issue 16, ``kind`` selectors): one
+    comparisons row and its tables per comparison."""
 
     def insert_comparison(
         self, comparison_id: str, *, row: dict[str, Any], tables: dict[str, pd.DataFrame]
@@ -109,6 +111,7 @@ class ComparisonsMixin(StoreBase):
             "comparison_pairs": "variant_a, variant_b",
             "comparison_pair_frames": "variant_a, variant_b, frame_index",
             "comparison_luma": "variant_index, decoder, frame_index",
+            "comparison_coverage": "variant_index",
         }[name]
         sql = f"SELECT * EXCLUDE (comparison_id) FROM {name} WHERE comparison_id = ? ORDER BY {order}"
         return self._con.cursor().execute(sql, [comparison_id]).fetchdf()

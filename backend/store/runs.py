@@ -74,6 +74,8 @@ class RunRow:
     cache_key: str | None
     scores_run_id: str | None
     created_at: datetime | None
+    selector: str = "cvp"
+    """The selector that made the run (``backend.selectors.SELECTORS``); ``config`` holds its options."""
 
 
 _RUN_COLUMNS = (
@@ -92,6 +94,7 @@ _RUN_COLUMNS = (
     "cache_key",
     "scores_run_id",
     "created_at",
+    "selector",
 )
 
 
@@ -189,11 +192,14 @@ class RunsMixin(StoreBase):
         config: dict[str, Any],
         versions: dict[str, Any],
         parent_run_id: str | None = None,
+        selector: str = "cvp",
     ) -> str:
         """Insert a run with status ``running`` and return its id."""
         run_id = uuid.uuid4().hex[:12]
         with self._transaction() as tx:
-            self._insert_run(tx, run_id, session_id, profile, config, versions, parent_run_id)
+            self._insert_run(
+                tx, run_id, session_id, profile, config, versions, parent_run_id, selector=selector
+            )
         return run_id
 
     @staticmethod
@@ -206,21 +212,32 @@ class RunsMixin(StoreBase):
         versions: dict[str, Any],
         parent_run_id: str | None,
         summary: dict[str, Any] | None = None,
+        *,
+        selector: str = "cvp",
     ) -> None:
         """Insert a run row: ``running``, or with a summary already ``done`` (one statement)."""
         now = utc_now()
-        head = [run_id, session_id, parent_run_id, profile, json.dumps(config), json.dumps(versions), now]
+        head = [
+            run_id,
+            session_id,
+            parent_run_id,
+            profile,
+            json.dumps(config),
+            json.dumps(versions),
+            now,
+            selector,
+        ]
         if summary is None:
             tx.execute(
                 """INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
-                   created_at, status, owner) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)""",
+                   created_at, selector, status, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?)""",
                 [*head, _this_owner()],
             )
             return
         tx.execute(
             f"""INSERT INTO runs (run_id, session_id, parent_run_id, profile, config_json, versions_json,
-               created_at, status, finished_at, {", ".join(_SUMMARY_COLUMNS)})
-               VALUES (?, ?, ?, ?, ?, ?, ?, 'done', ?, {", ".join("?" * len(_SUMMARY_COLUMNS))})""",
+               created_at, selector, status, finished_at, {", ".join(_SUMMARY_COLUMNS)})
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'done', ?, {", ".join("?" * len(_SUMMARY_COLUMNS))})""",
             [*head, now, *_summary_values(summary)],
         )
 
@@ -234,11 +251,14 @@ class RunsMixin(StoreBase):
         parent_run_id: str | None,
         tables: Mapping[str, RunTable],
         summary: dict[str, Any],
+        selector: str = "cvp",
     ) -> str:
         """Insert a run, its tables and status ``done`` in one transaction; return its id."""
         run_id = uuid.uuid4().hex[:12]
         with self._transaction() as tx:
-            self._insert_run(tx, run_id, session_id, profile, config, versions, parent_run_id, summary)
+            self._insert_run(
+                tx, run_id, session_id, profile, config, versions, parent_run_id, summary, selector=selector
+            )
             self._insert_tables(tx, run_id, tables)
         return run_id
 
@@ -308,6 +328,7 @@ class RunsMixin(StoreBase):
             cache_key=r["cache_key"],
             scores_run_id=r["scores_run_id"],
             created_at=r["created_at"],
+            selector=r["selector"] or "cvp",
         )
 
     _RUN_SELECT = (
@@ -315,6 +336,17 @@ class RunsMixin(StoreBase):
         + ", ".join("s.video_path" if c == "video_path" else f"r.{c}" for c in _RUN_COLUMNS)
         + " FROM runs r JOIN sessions s USING (session_id)"
     )
+
+    def session_total_frames(self, session_id: str) -> int:
+        """The frame count stored for a session's video."""
+        row = (
+            self._con.cursor()
+            .execute("SELECT total_frames FROM sessions WHERE session_id = ?", [session_id])
+            .fetchone()
+        )
+        if row is None:
+            raise StoreError(f"no session with id {session_id!r}", path=self.path, stage="store")
+        return int(row[0])
 
     def get_run(self, run_id: str) -> RunRow:
         """One run by id (any status)."""

@@ -9,7 +9,7 @@ import duckdb
 from backend.errors import StoreError
 from backend.store.base import StoreBase
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 # Version 1 lacked the run's warnings and the per-frame bad-frame reason; the
@@ -118,6 +118,17 @@ _MIGRATIONS = {
     # Version 4: which process runs a ``running`` run (host:pid:start), so that a run whose
     # process was killed is marked failed when the store is next opened.
     4: ["ALTER TABLE runs ADD COLUMN owner VARCHAR"],
+    # Version 5 (issue 16, selectors): which selector made a run (earlier runs were all cvp's);
+    # comparisons of selectors next to comparisons of codecs, with each run's coverage figures.
+    5: [
+        "ALTER TABLE runs ADD COLUMN selector VARCHAR DEFAULT 'cvp'",
+        "ALTER TABLE comparisons ADD COLUMN kind VARCHAR DEFAULT 'codecs'",
+        """CREATE TABLE comparison_coverage (
+            comparison_id VARCHAR NOT NULL, variant_index INTEGER NOT NULL, selector VARCHAR,
+            canvases INTEGER, tokens INTEGER, valid_tokens INTEGER, kept_blocks BIGINT, bin_secs DOUBLE,
+            bins INTEGER, covered_bins INTEGER, temporal_coverage DOUBLE, longest_gap_secs DOUBLE,
+            spatial_coverage DOUBLE)""",
+    ],
 }
 
 

@@ -155,9 +155,11 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
 def _no_trace_figure(result: RunResult, group_index: int, stop_reason: str) -> go.Figure:
     """An empty figure whose one annotation says why the group has no readiness trace."""
     fig = go.Figure()
+    # Other selectors group otherwise (llava-ov2: GOP modes; uniform: fixed runs of frames).
+    mode = getattr(result.options, "grouping_mode", None) or getattr(result.options, "gop_mode", "fixed")
     fig.add_annotation(
         text=f"No readiness trace for group {group_index}: grouping mode "
-        f"'{result.options.grouping_mode}' (stop reason: {stop_reason}).",
+        f"'{mode}' (stop reason: {stop_reason}).",
         x=0.5,
         y=0.5,
         xref="paper",

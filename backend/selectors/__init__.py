@@ -1,0 +1,161 @@
+"""Selectors: named recipes of stage variants that all produce a ``backend.pipeline.RunResult``.
+
+``SELECTORS`` is the table every entry point dispatches through (CLI ``--selector``, the Run
+tab, re-selection, comparisons, the store). Each entry names its function
+``select(video, *, options, on_progress=None) -> RunResult`` and its options class (a frozen,
+keyword-only dataclass whose ``param`` metadata is the schema of its CLI flags and app
+controls). A *resumable* selector's function also takes ``front=``, ``scores=`` and ``info=``
+like ``backend.pipeline.run``: runs whose ``front_options`` agree then share one cached decode,
+and re-selection re-runs only the cheap stages.
+
+Adding a selector: its stage variants in their modules' registries, a recipe function, an
+options class, and one ``SelectorSpec`` row below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from backend.config import Registry, Variant
+from backend.pipeline import FRONT_OPTIONS, SCORE_OPTIONS, SelectionOptions, run
+from backend.selectors.llava_ov2.options import LlavaOv2Options
+from backend.selectors.llava_ov2.run import select_llava_ov2
+from backend.selectors.uniform import UniformOptions, select_uniform
+
+
+@dataclass(frozen=True)
+class SelectorSpec(Variant):
+    """One selector: ``function(video, *, options, on_progress=None) -> RunResult`` and its options class.
+
+    ``config_class`` is the options class (also :attr:`options_cls`). ``resumable``: the function
+    takes ``front``/``scores``/``info`` (see the module docstring). ``front_options`` and
+    ``score_options``: the options whose change invalidates the cached decode and the cached
+    score maps (empty for a selector that is not resumable: every option then counts).
+    """
+
+    resumable: bool = False
+    front_options: tuple[str, ...] = ()
+    score_options: tuple[str, ...] = ()
+
+    @property
+    def options_cls(self) -> type:
+        assert self.config_class is not None
+        return self.config_class
+
+    def cache_options(self) -> tuple[str, ...]:
+        """The options a cached decode of this selector depends on."""
+        if self.resumable:
+            return self.front_options
+        return tuple(f.name for f in dataclasses.fields(self.options_cls))
+
+
+SELECTORS: Registry[SelectorSpec] = Registry(
+    "selector",
+    (
+        SelectorSpec(
+            "cvp",
+            run,
+            "codec-video-prep 0.2.5: readiness groups, anchor + top-K 2×2 blocks by bitcost (the released "
+            "LLaVA-OneVision-2 and Mage-VL checkpoints)",
+            SelectionOptions,
+            resumable=True,
+            front_options=FRONT_OPTIONS,
+            score_options=SCORE_OPTIONS,
+        ),
+        SelectorSpec(
+            "llava-ov2",
+            select_llava_ov2,
+            "lmms-video-utils 0.1.0 (LLaVA-OneVision-2 paper): logical GOPs, one I-canvas and P-canvases "
+            "with temporal quotas per GOP",
+            LlavaOv2Options,
+            resumable=True,
+            front_options=LlavaOv2Options.FRONT_OPTIONS,
+        ),
+        # onevision (OneVision-Encoder's global top-K): its row is added with
+        # backend/selectors/onevision.py (SelectorSpec("onevision", select_onevision, …, OneVisionOptions)).
+        SelectorSpec(
+            "uniform",
+            select_uniform,
+            "baseline: N evenly spaced whole frames, one canvas each",
+            UniformOptions,
+            resumable=True,
+            front_options=UniformOptions.FRONT_OPTIONS,
+        ),
+    ),
+)
+SELECTOR_NAMES = SELECTORS.names
+
+
+def spec_of(options: Any) -> SelectorSpec:
+    """The selector whose options class ``options`` is an instance of."""
+    for spec in SELECTORS.values():
+        if type(options) is spec.options_cls:
+            return spec
+    names = ", ".join(s.options_cls.__name__ for s in SELECTORS.values())
+    raise ValueError(f"Invalid options ({type(options).__name__}). Supported values are {names}.")
+
+
+def selector_of(options: Any) -> str:
+    """The name of the selector ``options`` belong to (``cvp`` for SelectionOptions)."""
+    return spec_of(options).name
+
+
+def option_names(selector: str) -> tuple[str, ...]:
+    """The options a selector takes, in its class's order."""
+    return tuple(f.name for f in dataclasses.fields(SELECTORS.lookup(selector).options_cls))
+
+
+def options_for(selector: str, values: Mapping[str, Any] | None = None) -> Any:
+    """The options of ``selector`` from ``values`` (keys it does not take are ignored: a stored
+    config may hold options a later version dropped).
+
+    Raises
+    ------
+    ValueError : unknown selector, or an invalid value.
+    """
+    spec = SELECTORS.lookup(selector)
+    known = set(option_names(selector))
+    return spec.options_cls(**{k: v for k, v in (values or {}).items() if k in known})
+
+
+def check_options(selector: str, given: Mapping[str, Any]) -> None:
+    """Refuse options that ``selector`` does not take, naming the selectors that do.
+
+    Raises
+    ------
+    ValueError : ``Invalid option (--score_mode) for the cvp selector. …``
+    """
+    known = set(option_names(selector))
+    for name in given:
+        if name in known:
+            continue
+        owners = [s for s in SELECTOR_NAMES if name in option_names(s)]
+        where = f" (an option of {', '.join(owners)})" if owners else ""
+        raise ValueError(
+            f"Invalid option (--{name}) for the {selector} selector{where}. Supported options are "
+            f"{', '.join('--' + n for n in option_names(selector))}."
+        )
+
+
+def select(video: Any, *, options: Any, on_progress: Any = None, **resume: Any) -> Any:
+    """Run the selector ``options`` belong to; ``resume`` (front, scores, info) for resumable ones."""
+    spec = spec_of(options)
+    if resume and not spec.resumable:
+        resume = {}
+    return spec.function(video, options=options, on_progress=on_progress, **resume)
+
+
+__all__ = [
+    "SELECTORS",
+    "SELECTOR_NAMES",
+    "SelectorSpec",
+    "check_options",
+    "option_names",
+    "options_for",
+    "select",
+    "selector_of",
+    "spec_of",
+]

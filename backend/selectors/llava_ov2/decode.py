@@ -1,0 +1,255 @@
+"""llava-ov2 decode stage: one streaming pass → canvas frames, block residuals, picture types, packet sizes.
+
+lmms-video-utils decodes every frame of the video to RGB and holds them all before sampling
+(and decodes the video a second time for its codec metadata). Here one pass decodes the stream
+in order, converts only the sampled frames, resizes each to the canvas at once and computes its
+residual against the previous sampled frame, keeping nothing else: memory holds the canvases,
+not the video. In parity the pass decodes as the reference's metadata pass does (frame
+threading, FFmpeg's thread count), so the packet size a frame is given (defect 2) is the one
+the reference gives it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from backend.config import PROFILES, Profile, option_of, param, validate_fields
+from backend.errors import DecodeError
+from backend.records import Candidates, DecodedFrames, RunWarning, VideoInfo
+from backend.selectors.llava_ov2.geometry import CanvasGeometry
+from backend.selectors.llava_ov2.quirks import cite, quirk_on, quirk_warning
+from backend.selectors.llava_ov2.score import (
+    SCORE_MODES,
+    FramePair,
+    ScoreConfig,
+    block_sums,
+    luma,
+    motion_field,
+    resize_field,
+)
+from native import stream_decode, torch_math
+from native.side_data import SideDataError, exports_motion_vectors
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamDecodeConfig:
+    """How the one decode pass runs and what it computes per sampled frame."""
+
+    score_mode: str = option_of(ScoreConfig, "score_mode")
+    mv_edge_weight: float = option_of(ScoreConfig, "mv_edge_weight")
+    reference_threads: int = param(
+        0,
+        label="Reference threads",
+        help="parity: threads of the lmms-video-utils process reproduced (0: this machine's CPUs); "
+        "1 selects torch's single-thread resize kernel",
+        min=0,
+        max=1024,
+    )
+    skip_unwanted: bool = param(
+        True,
+        label="Skip unwanted frames",
+        help="let the decoder skip non-reference frames that are not sampled (nothing depends on them); "
+        "off where parity needs the reference's packet-size attribution, which counts every frame",
+    )
+    profile: Profile = param(
+        "clean",
+        label="Profile",
+        help="parity resizes with torch's bilinear and truncates, and gives packet sizes in decode-call "
+        "order (lmms-video-utils); clean resizes with an area filter and gives each frame its own packet",
+        choices=PROFILES,
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+    @property
+    def torch_threads(self) -> int:
+        """The torch thread count whose resize kernel parity reproduces."""
+        return self.reference_threads or len(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True)
+class StreamDecode:
+    """What the decode pass produced for the candidates."""
+
+    decoded: DecodedFrames
+    """Canvas-size pixels; ``grids[i]`` the (hp, wp) block residual of candidate i against i − 1
+    (zeros for i = 0); picture types from the decoder."""
+    packet_sizes: np.ndarray
+    """(n,) int64 packet size per candidate, attributed as the profile says."""
+    pts_secs: np.ndarray
+    """(n,) float64 presentation time per candidate (NaN without a timestamp)."""
+
+
+def _to_canvas(rgb: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConfig) -> np.ndarray:
+    h, w = canvas.geometry.processed_hw
+    if quirk_on(config.profile, "bilinear_truncated"):
+        if rgb.shape[:2] == (h, w):
+            return rgb
+        return torch_math.bilinear_u8(rgb, (h, w), torch_threads=config.torch_threads)
+    top, left, ch, cw = canvas.crop
+    region = rgb[top : top + ch, left : left + cw]
+    if region.shape[:2] == (h, w):
+        return np.ascontiguousarray(region)
+    shrink = h < ch or w < cw
+    return cv2.resize(region, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+
+
+def _field_to_canvas(field: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConfig) -> np.ndarray:
+    """A stored-size motion field on the canvas, vectors in canvas pixels (clean: the frame's crop)."""
+    h, w = canvas.geometry.processed_hw
+    if quirk_on(config.profile, "bilinear_truncated"):
+        return resize_field(field, (h, w), torch_threads=config.torch_threads)
+    top, left, ch, cw = canvas.crop
+    region = np.ascontiguousarray(field[top : top + ch, left : left + cw])
+    if region.shape[:2] == (h, w):
+        return region
+    out = cv2.resize(region, (w, h), interpolation=cv2.INTER_AREA if h < ch or w < cw else cv2.INTER_LINEAR)
+    out[..., 0] *= np.float32(w / cw)
+    out[..., 1] *= np.float32(h / ch)
+    return out
+
+
+def decode_stream(
+    info: VideoInfo, candidates: Candidates, canvas: CanvasGeometry, *, config: StreamDecodeConfig
+) -> StreamDecode:
+    """Decode the candidates' frames in one streaming pass and score each against the previous one.
+
+    Parameters
+    ----------
+    info : probe (packets in presentation order give clean's packet sizes).
+    candidates : (n,) ascending frame indices.
+    canvas : the canvas geometry and (clean) crop.
+    config : score mode, profile and the reference's thread count.
+
+    Returns
+    -------
+    StreamDecode with (n, H, W, 3) uint8 canvas-size pixels and (hp, wp) float32 block residuals.
+
+    Raises
+    ------
+    DecodeError : decoding failed or ended before a sampled frame.
+    """
+    ids = [int(i) for i in candidates.frame_indices]
+    n = len(ids)
+    geo = canvas.geometry
+    h, w = geo.processed_hw
+    block_px = geo.patch * geo.block_size
+    bh, bw = h // block_px, w // block_px
+    mode = SCORE_MODES.lookup(config.score_mode)
+    score_cfg = ScoreConfig(score_mode=config.score_mode, mv_edge_weight=config.mv_edge_weight)
+    residual = mode.function
+    want_mvs = mode.motion_vectors
+    parity = quirk_on(config.profile, "packet_size_by_output_order")
+    warnings: list[RunWarning] = []
+    if want_mvs and not exports_motion_vectors(info.codec_name):
+        warnings.append(
+            RunWarning(
+                "no_motion_vectors",
+                f"{info.codec_name} exports no motion vectors: {config.score_mode} falls back to the frame "
+                "difference on every frame (as lmms-video-utils does for frames without vectors)",
+            )
+        )
+    pixels = np.empty((n, h, w, 3), np.uint8)
+    grids: list[np.ndarray] = [np.zeros((bh, bw), np.float32) for _ in range(n)]
+    pict = ["?"] * n
+    sizes = np.zeros(n, np.int64)
+    pts = np.full(n, np.nan)
+    row_of = {fid: row for row, fid in enumerate(ids)}
+    prev_luma: np.ndarray | None = None
+    reached = np.zeros(n, bool)
+    decoded_count = 0
+    try:
+        stream = stream_decode.iter_stream(
+            info.path,
+            frozenset(ids),
+            motion_vectors=want_mvs,
+            # Frame threads race the motion-vector export; clean decodes those with slice threads.
+            frame_threads=parity or not want_mvs,
+            skip_unwanted=config.skip_unwanted,
+        )
+        for item in stream:
+            decoded_count += 1
+            row = row_of.get(item["frame_index"])
+            if row is None:
+                continue
+            reached[row] = True
+            pict[row] = item["pict_type"]
+            sizes[row] = item["attributed_size"]
+            if item["pts_secs"] is not None:
+                pts[row] = item["pts_secs"]
+            frame = _to_canvas(item["rgb"], canvas, config)
+            pixels[row] = frame
+            y = luma(frame)
+            if row > 0 and prev_luma is not None:
+                field = None
+                if want_mvs and item["mvs"].shape[0]:  # no vectors: an all-zero field, framediff
+                    raw = motion_field(item["mvs"], item["rgb"].shape[0], item["rgb"].shape[1])
+                    field = _field_to_canvas(raw, canvas, config)
+                pair = FramePair(
+                    current=frame,
+                    previous=pixels[row - 1],
+                    current_luma=y,
+                    previous_luma=prev_luma,
+                    field=field,
+                )
+                grids[row] = block_sums(residual(pair, config=score_cfg), block_px)
+            prev_luma = y
+    except SideDataError as exc:
+        raise DecodeError(str(exc).removeprefix(f"{info.path}: "), path=info.path, stage="decode") from exc
+    missing = [fid for fid, got in zip(ids, reached, strict=True) if not got]
+    if missing:
+        raise DecodeError(
+            f"the stream ended after {decoded_count} frames, before sampled frame {missing[0]}",
+            path=info.path,
+            stage="decode",
+        )
+    if parity and not config.skip_unwanted:
+        # Which packet sizes went to another frame than their own (defect 2).
+        own = _own_packet_sizes(info, ids)
+        wrong = int(np.count_nonzero(sizes != own))
+        if wrong:
+            warnings.append(
+                quirk_warning(
+                    "packet_size_by_output_order",
+                    f"{wrong} of {n} sampled frames carry another frame's packet size (or 0): sizes "
+                    "follow the "
+                    f"decoder's output calls under frame threading ({cite('packet_size_by_output_order')})",
+                )
+            )
+    if parity:
+        full_bytes = info.total_frames * info.width * info.height * 3
+        warnings.append(
+            quirk_warning(
+                "whole_video_decoded",
+                f"lmms-video-utils would hold all {info.total_frames} frames as RGB "
+                f"({full_bytes / 2**30:.2f} GiB) "
+                f"before sampling {n}; this run streamed them ({cite('whole_video_decoded')})",
+            )
+        )
+    if not parity or config.skip_unwanted:  # (parity skips only when nothing reads the sizes)
+        sizes = _own_packet_sizes(info, ids)
+    decoded = DecodedFrames(
+        frame_indices=np.asarray(ids, np.int32),
+        pixels=pixels,
+        grids=tuple(grids),
+        grid_key=config.score_mode,
+        pict_types=tuple(pict),
+        bitcost_source=np.asarray(ids, np.int32),
+        pixel_source="pyav_rgb24_torch_bilinear"
+        if quirk_on(config.profile, "bilinear_truncated")
+        else "pyav_rgb24_area",
+        read_mode=f"stream ({decoded_count} frames decoded, {n} kept)",
+        warnings=tuple(warnings),
+    )
+    return StreamDecode(decoded=decoded, packet_sizes=sizes, pts_secs=pts)
+
+
+def _own_packet_sizes(info: VideoInfo, ids: list[int]) -> np.ndarray:
+    """Each frame's own packet size: packets in presentation order, frame i ↔ packet i (0 past the end)."""
+    sizes = info.packet_size_bytes
+    return np.asarray([int(sizes[i]) if i < sizes.size else 0 for i in ids], np.int64)

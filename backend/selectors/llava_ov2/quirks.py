@@ -1,0 +1,131 @@
+"""The lmms-video-utils 0.1.0 defects the llava-ov2 profiles reproduce: switch and warning code of each.
+
+One table, like ``backend.pipeline.quirks`` for codec-video-prep: the llava-ov2 stages ask
+``quirk_on(profile, name)`` instead of comparing profile names, and every defect that fires in
+a run records the warning its row names. Numbers are the items of §9 of
+``specs/lmms-video-utils-0.1.0.md``; ``section`` is where the spec describes the behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from backend.config import PROFILES
+from backend.pipeline.quirks import PARITY, Quirk
+from backend.records import RunWarning
+
+_PARITY = (PARITY,)
+
+QUIRKS: Mapping[str, Quirk] = MappingProxyType(
+    {
+        q.name: q
+        for q in (
+            Quirk(
+                "whole_video_decoded",
+                1,
+                "§3, §9.1",
+                (),  # reproduced by neither profile: both stream and keep only the sampled frames
+                "whole_video_decoded",
+                "lmms-video-utils decodes every frame to RGB and keeps it in memory before sampling; "
+                "both profiles decode in one streaming pass and keep only the sampled frames, and parity "
+                "says how much the reference would have held",
+            ),
+            Quirk(
+                "packet_size_by_output_order",
+                2,
+                "§5, §9.2",
+                _PARITY,
+                "packet_size_misattributed",
+                "the first frame a packet's decode returns gets that packet's size, any other 0: under "
+                "B-frames and frame threading that is another frame's packet (depends on the thread "
+                "count); clean gives each frame its own packet's size, by presentation timestamp",
+            ),
+            Quirk(
+                "uniform_gops_drop_frames",
+                3,
+                "§6, §9.3",
+                _PARITY,
+                "frames_dropped",
+                "the uniform partition clips each GOP to max_group_frames and drops the frames past the "
+                "last GOP; clean adds GOPs until every sampled frame has one",
+            ),
+            Quirk(
+                "bilinear_truncated",
+                4,
+                "§4, §9.4",
+                _PARITY,
+                None,
+                "frames are resized to the canvas with torch's bilinear interpolate (no antialiasing) and "
+                "truncated to uint8; clean resizes with an area filter and rounds",
+            ),
+            Quirk(
+                "aspect_bent",
+                5,
+                "§4, §9.5",
+                _PARITY,
+                "aspect_bent",
+                "the canvas grid rounds the stored aspect ratio (sample aspect ratio ignored) and frames "
+                "are stretched to it; clean fits the grid to the display aspect ratio",
+            ),
+            Quirk(
+                "torch_tie_order",
+                None,
+                "§8",
+                _PARITY,
+                None,
+                "equal block scores are ranked and cut in the order torch's CPU sort and top-k leave "
+                "them (libstdc++ introsort/introselect); clean orders them by position",
+            ),
+            Quirk(
+                "short_gops_vanish",
+                6,
+                "§7, §9.6",
+                _PARITY,
+                "gop_skipped",
+                "a GOP of one frame produces no canvas and no warning; clean merges it into its neighbour",
+            ),
+        )
+    }
+)
+
+
+def quirk(name: str) -> Quirk:
+    """The table entry called ``name``; unknown names list the known ones."""
+    try:
+        return QUIRKS[name]
+    except KeyError:
+        known = ", ".join(repr(n) for n in QUIRKS)
+        raise ValueError(f"Invalid quirk ({name!r}). Supported values are {known}.") from None
+
+
+def quirk_on(profile: str, name: str) -> bool:
+    """Whether ``profile`` reproduces the lmms-video-utils defect ``name``.
+
+    Examples
+    --------
+    >>> quirk_on("parity", "short_gops_vanish"), quirk_on("clean", "short_gops_vanish")
+    (True, False)
+    """
+    if profile not in PROFILES:
+        known = ", ".join(repr(p) for p in PROFILES)
+        raise ValueError(f"Invalid profile ({profile!r}). Supported values are {known}.")
+    return profile in quirk(name).profiles
+
+
+def quirk_warning(name: str, message: str) -> RunWarning:
+    """The warning the defect ``name`` records, with its code from the table."""
+    code = quirk(name).warning
+    if code is None:
+        raise ValueError(f"Invalid quirk ({name!r}) for a warning. Supported values are quirks with a code.")
+    return RunWarning(code, message)
+
+
+def cite(name: str) -> str:
+    """How warning messages name a defect, e.g. ``lmms-video-utils defect 3``."""
+    q = quirk(name)
+    return (
+        f"lmms-video-utils defect {q.number}"
+        if q.number is not None
+        else f"lmms-video-utils, spec {q.section}"
+    )

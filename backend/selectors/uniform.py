@@ -1,0 +1,250 @@
+"""The uniform selector: N evenly spaced frames, each a whole canvas — the baseline the codec selectors beat.
+
+Recipe: probe → N frames at round(linspace(0, frames − 1, N)) → cvp's processed size (clean
+smart_resize) → one streaming decode of those frames (area resize) → groups of
+``images_per_group`` consecutive frames → each group's first frame is its anchor and every
+block of the others is kept → the ``block_raster`` packer, which lays each kept frame whole on
+its own canvas (a frame's blocks fill exactly one canvas). No codec signal is read: score maps
+are zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import cv2
+import numpy as np
+
+from backend.config import option_of, param, validate_fields
+from backend.errors import DecodeError
+from backend.pipeline import Front, ProgressCallback, RunResult
+from backend.records import (
+    Candidates,
+    DecodedFrames,
+    FrameQuality,
+    Groups,
+    GroupSelection,
+    GroupSpec,
+    ScoreMaps,
+    Selection,
+    VideoInfo,
+)
+from backend.stages.geometry import GeometryConfig, resolve_geometry
+from backend.stages.pack import PackConfig, pack
+from backend.stages.probe import ProbeConfig, probe
+from native import stream_decode
+from native.side_data import SideDataError
+
+STAGE_NAMES = ("probe", "sample", "geometry", "decode", "group", "select", "pack")
+
+
+@dataclass(frozen=True, kw_only=True)
+class UniformOptions:
+    """Options of the uniform baseline."""
+
+    FRONT_OPTIONS: ClassVar[tuple[str, ...]] = ("num_frames", "patch", "block_size", "max_pixels")
+
+    num_frames: int = param(
+        32, label="Frames", help="evenly spaced frames to keep whole", min=1, max=100000, step=1
+    )
+    images_per_group: int = param(
+        4,
+        label="Frames per group",
+        help="consecutive frames per group (the first is its anchor); one canvas per frame",
+        min=1,
+        max=64,
+        step=1,
+    )
+    patch: int = option_of(GeometryConfig, "patch")
+    block_size: int = option_of(GeometryConfig, "block_size")
+    max_pixels: int = option_of(GeometryConfig, "max_pixels")
+    canvas_format: str = param(
+        "jpg", label="Canvas format", help="jpg (quality 95) or png", choices=("jpg", "png")
+    )
+
+    def __post_init__(self) -> None:
+        validate_fields(self)
+
+    @property
+    def profile(self) -> str:
+        """Uniform reproduces no reference: it has only the clean behaviour."""
+        return "clean"
+
+    def replace(self, **changes: Any) -> UniformOptions:
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def uniform_indices(total: int, n: int) -> np.ndarray:
+    """min(n, total) frame indices round(linspace(0, total − 1, n)) (half to even), ascending and distinct.
+
+    Examples
+    --------
+    >>> uniform_indices(10, 4).tolist()
+    [0, 3, 6, 9]
+    >>> uniform_indices(3, 8).tolist()
+    [0, 1, 2]
+    """
+    if n >= total:
+        return np.arange(total, dtype=np.int32)
+    return np.round(np.linspace(0, total - 1, n)).astype(np.int32)
+
+
+def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int]) -> DecodedFrames:
+    h, w = hw
+    n = int(ids.size)
+    pixels = np.empty((n, h, w, 3), np.uint8)
+    pict = ["?"] * n
+    row_of = {int(fid): row for row, fid in enumerate(ids)}
+    reached = np.zeros(n, bool)
+    try:
+        for item in stream_decode.iter_stream(info.path, frozenset(row_of)):
+            row = row_of.get(item["frame_index"])
+            if row is None:
+                continue
+            rgb = item["rgb"]
+            shrink = h < rgb.shape[0] or w < rgb.shape[1]
+            pixels[row] = cv2.resize(
+                rgb, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+            )
+            pict[row] = item["pict_type"]
+            reached[row] = True
+    except SideDataError as exc:
+        raise DecodeError(str(exc).removeprefix(f"{info.path}: "), path=info.path, stage="decode") from exc
+    if not reached.all():
+        first = int(ids[np.flatnonzero(~reached)[0]])
+        raise DecodeError(f"the stream ended before frame {first}", path=info.path, stage="decode")
+    return DecodedFrames(
+        frame_indices=ids.astype(np.int32),
+        pixels=pixels,
+        grids=tuple(np.zeros((1, 1), np.float32) for _ in range(n)),
+        grid_key="none",
+        pict_types=tuple(pict),
+        bitcost_source=ids.astype(np.int32),
+        pixel_source="pyav_rgb24_area",
+        read_mode=f"stream ({n} frames kept)",
+    )
+
+
+def select_uniform(
+    video: str | Path,
+    *,
+    options: UniformOptions,
+    on_progress: ProgressCallback | None = None,
+    front: Front | None = None,
+    scores: ScoreMaps | None = None,
+    info: VideoInfo | None = None,
+) -> RunResult:
+    """Run the uniform baseline on one video (``front``: a cached decode; ``scores`` is unused).
+
+    Returns
+    -------
+    RunResult whose canvases are the sampled frames, whole, in order; groups of
+    ``images_per_group`` frames, each group's first frame its anchor.
+    """
+    timings: dict[str, float] = {}
+    t_start = time.perf_counter()
+
+    def step(name: str, t0: float) -> None:
+        timings[name] = time.perf_counter() - t0
+        if on_progress is not None:
+            on_progress(name, (STAGE_NAMES.index(name) + 1) / len(STAGE_NAMES))
+
+    if front is None:
+        t0 = time.perf_counter()
+        info = info or probe(video, config=ProbeConfig(profile="clean"))
+        step("probe", t0)
+        t0 = time.perf_counter()
+        ids = uniform_indices(info.total_frames, options.num_frames)
+        candidates = Candidates(
+            frame_indices=ids,
+            sampled_frame_indices=ids.copy(),
+            keyframe_indices=(),
+            moved=(),
+            debug={"frame_sampling_mode": "uniform", "sampled_frames": int(ids.size)},
+        )
+        step("sample", t0)
+        t0 = time.perf_counter()
+        geometry = resolve_geometry(
+            info,
+            config=GeometryConfig(
+                patch=options.patch, block_size=options.block_size, max_pixels=options.max_pixels
+            ),
+        )
+        step("geometry", t0)
+        t0 = time.perf_counter()
+        decoded = _decode(info, ids, geometry.processed_hw)
+        quality = FrameQuality(good=np.ones(ids.size, bool), reasons=("",) * int(ids.size))
+        step("decode", t0)
+    else:
+        info, candidates, geometry = front.info, front.candidates, front.geometry
+        decoded, quality = front.decoded, front.quality
+    n = int(candidates.frame_indices.size)
+    ipg = options.images_per_group
+    t0 = time.perf_counter()
+    specs = tuple(
+        GroupSpec(group_index=g, start=s, end=min(n, s + ipg), stop_reason="fixed", readiness={})
+        for g, s in enumerate(range(0, n, ipg))
+    )
+    groups = Groups(specs=specs, threshold=0.0, threshold_debug={}, trace=(), dropped_tail=None)
+    step("group", t0)
+    t0 = time.perf_counter()
+    bh, bw = geometry.block_grid_hw
+    every = np.stack(np.divmod(np.arange(bh * bw), bw), axis=1)
+    selections = []
+    for spec in specs:
+        m = spec.frame_count
+        kept = np.concatenate(
+            [np.column_stack([np.full(bh * bw, t), every]) for t in range(1, m)] or [np.zeros((0, 3))]
+        )
+        kept = kept.astype(np.int32)
+        selections.append(
+            GroupSelection(
+                group_index=spec.group_index,
+                start=spec.start,
+                end=spec.end,
+                frame_indices=tuple(int(i) for i in candidates.frame_indices[spec.start : spec.end]),
+                anchor_swapped_with=None,
+                kept=kept,
+                kept_scores=np.zeros(kept.shape[0], np.float32),
+                ranked=np.column_stack([kept[:, 0], kept[:, 1] * bw + kept[:, 2]]).astype(np.int32),
+                ranked_scores=np.zeros(kept.shape[0], np.float32),
+                candidate_count=int(kept.shape[0]),
+                budget=int((ipg - 1) * bh * bw),
+                cutoff_score=0.0,
+            )
+        )
+    selection = Selection(tuple(selections), ())
+    step("select", t0)
+    hb, wb = geometry.grid_hw
+    scores = ScoreMaps(
+        grids=tuple(np.zeros((1, 1), np.float32) for _ in range(n)),
+        processed_hw=geometry.processed_hw,
+        patch_scores=np.zeros((n, hb, wb), np.float32),
+        block_scores=np.zeros((n, bh * bw), np.float32),
+        iframe_clip_cap=None,
+    )
+    t0 = time.perf_counter()
+    canvases = pack(selection, decoded, geometry, config=PackConfig(images_per_group=ipg))
+    step("pack", t0)
+    timings["total"] = time.perf_counter() - t_start
+    return RunResult(
+        options=options,
+        info=info,
+        candidates=candidates,
+        geometry=geometry,
+        decoded=decoded,
+        quality=quality,
+        scores=scores,
+        groups=groups,
+        selection=selection,
+        canvases=canvases,
+        warnings=(),
+        timings_secs=timings,
+    )
