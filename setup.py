@@ -6,6 +6,11 @@ from setuptools import Extension, setup
 # numpy/OpenCV (same results, slower); tests fail where a compiler exists but no kernel was built.
 setup(
     ext_modules=[
-        Extension("native._kernels", ["native/_kernels.c"], extra_compile_args=["-O3"], optional=True)
+        Extension(
+            "native._kernels",
+            ["native/_kernels.c"],
+            extra_compile_args=["-O3", "-ffp-contract=off"],
+            optional=True,
+        )
     ]
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +146,8 @@ def iter_frames(
     block_qp: bool = False,
     last_index: int | None = None,
     thread_count: int = 0,
+    rgb_size: tuple[int, int] | None = None,
+    rgb_frames: Collection[int] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Decode the first video stream in presentation order and yield per-frame side data.
 
@@ -161,6 +163,9 @@ def iter_frames(
         for frames (or codecs) without the side data.
     last_index : stop after this presentation-order frame index (None: decode to the end).
     thread_count : decoder threads (0: FFmpeg's choice).
+    rgb_size : (width, height): include ``rgb``, the frame scaled to that size as (height,
+        width, 3) uint8 RGB with the area filter (as ``gateway.decode_frames_rgb`` makes it),
+        for the frames in ``rgb_frames`` (every frame when None).
 
     Yields
     ------
@@ -202,6 +207,11 @@ def iter_frames(
                 if block_qp:
                     qp = _block_qp(frame)
                     item["qp"], item["qp_type"] = (None, None) if qp is None else qp
+                if rgb_size is not None and (rgb_frames is None or index in rgb_frames):
+                    width, height = rgb_size
+                    item["rgb"] = frame.to_ndarray(
+                        format="rgb24", width=width, height=height, interpolation="AREA"
+                    )
                 yield item
                 if last_index is not None and index >= last_index:
                     break
