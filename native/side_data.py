@@ -63,12 +63,21 @@ def exports_block_qp(codec_name: str) -> bool:
     return codec_name.lower() in BLOCK_QP_CODECS
 
 
-def _luma(frame: av.VideoFrame) -> np.ndarray:
-    """The frame's Y plane as stored, (H, W) uint8; other formats are converted to gray."""
+def _luma(frame: av.VideoFrame, *, copy: bool = True) -> np.ndarray:
+    """The frame's Y plane as stored, (H, W) uint8; other formats are converted to gray.
+
+    ``copy=False`` returns a read-only view of the decoder's buffer (rows ``line_size`` apart),
+    which keeps the frame alive while the array lives: the decoder reuses a buffer only once no
+    frame refers to it.
+    """
     if frame.format.name in _PLANAR_8BIT:
         plane = frame.planes[0]
         rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
-        return rows[:, : plane.width].copy()
+        if copy:
+            return rows[:, : plane.width].copy()
+        view = rows[:, : plane.width]
+        view.flags.writeable = False
+        return view
     return frame.to_ndarray(format="gray")
 
 
@@ -148,6 +157,7 @@ def iter_frames(
     thread_count: int = 0,
     rgb_size: tuple[int, int] | None = None,
     rgb_frames: Collection[int] | None = None,
+    luma_copy: bool = True,
 ) -> Iterator[dict[str, Any]]:
     """Decode the first video stream in presentation order and yield per-frame side data.
 
@@ -166,6 +176,7 @@ def iter_frames(
     rgb_size : (width, height): include ``rgb``, the frame scaled to that size as (height,
         width, 3) uint8 RGB with the area filter (as ``gateway.decode_frames_rgb`` makes it),
         for the frames in ``rgb_frames`` (every frame when None).
+    luma_copy : False gives ``luma`` as a read-only view of the decoded frame (no copy, strided rows).
 
     Yields
     ------
@@ -201,7 +212,7 @@ def iter_frames(
                     "height": int(frame.height),
                 }
                 if luma:
-                    item["luma"] = _luma(frame)
+                    item["luma"] = _luma(frame, copy=luma_copy)
                 if motion_vectors:
                     item["mvs"] = _vectors(frame)
                 if block_qp:

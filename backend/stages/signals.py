@@ -619,6 +619,7 @@ def _motion_grids(
             thread_count=config.threads,
             rgb_size=None if pixels_hw is None else (pixels_hw[1], pixels_hw[0]),
             rgb_frames=set(uniq) if pixels_hw is not None else None,
+            luma_copy=as_float,  # the kernel reads the decoder's planes in place
         ):
             index = item["frame_index"]
             if pending and index < pending[0] - reach:
