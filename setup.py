@@ -6,7 +6,13 @@ from setuptools import Extension, setup
 # numpy/OpenCV (same results, slower); tests fail where a compiler exists but no kernel was built.
 setup(
     ext_modules=[
-        Extension("native._kernels", ["native/_kernels.c"], extra_compile_args=["-O3"], optional=True),
+        # The motion kernels match numpy's float arithmetic bit for bit: no fused multiply-adds.
+        Extension(
+            "native._kernels",
+            ["native/_kernels.c"],
+            extra_compile_args=["-O3", "-ffp-contract=off"],
+            optional=True,
+        ),
         # PyTorch's resampling arithmetic bit for bit: every fused multiply-add is an explicit fmaf,
         # so the compiler must add none of its own.
         Extension(

@@ -4,11 +4,18 @@
  *
  *   measure_yuv420     the luma-bias analyzer's frame-pair measurement (native/luma_frames.py)
  *   bgr_to_rgb_stats   the selection decode workers' copy + bad-frame figures (native/frame_stats.py)
+ *   motion_residual    a frame's motion-compensated residual and motion magnitude (native/motion.py)
+ *   key_histogram      counts of residual keys, for the mvres percentile (native/motion.py)
+ *   cell_sums          per-cell sums of the mv, residual and mvres maps in numpy's order (native/motion.py)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* Compiled kernel of the luma-bias analyzer: one pass over a yuv420p test frame and its
  * reference that converts both to RGB exactly as OpenCV's COLOR_YUV2RGB_I420 does and keeps
@@ -263,7 +270,810 @@ done:
     return result;
 }
 
+/* Compiled kernels of the motion signals (backend/stages/signals.py): the inter prediction of a
+ * frame rebuilt from its exported motion vectors, and the per-cell means of the motion, residual
+ * and fused maps, without any full-size float map.
+ *
+ * Why compiled: the numpy/OpenCV path (signals.motion_compensate, cell_means, fuse_mvres) makes
+ * a full-frame remap, absdiff and integral image per candidate reference, then about twenty more
+ * full-frame passes and two 921600-value partitions per 720p frame: about 100 ms a frame. Here
+ * each block is predicted once per candidate reference, in integers, and the cell sums are taken
+ * from one row buffer: a few milliseconds (bench/signals.py).
+ *
+ * Exactness (tests/native/test_motion_kernel.py compares both paths on real clips bit for bit):
+ * - cv2.remap with INTER_LINEAR rounds coordinates to 1/32 pixel and weights the four taps with
+ *   products of multiples of 1/32; with vectors in 1/mscale pixels (mscale dividing 32·motion)
+ *   every coordinate is exact, every prediction is an integer / 1024 and every sum the numpy path
+ *   makes of them (float32 prediction, float64 integral image) is exact. Here they are integers
+ *   scaled by 1024 (one direction) or 2048 (the two-direction average), so the block SADs, the
+ *   chosen references and the residuals are the same numbers.
+ * - Border pixels replicate, as BORDER_REPLICATE does: each tap's coordinate is clamped.
+ * - Magnitudes and the fused map repeat numpy's float32 operations in its order (no FMA: setup.py
+ *   builds with -ffp-contract=off), and the cell sums repeat numpy's float64 reduction order
+ *   (per pixel row of a cell, the pairwise sum of its values, added to the cell's total).
+ */
+
+#define MC_SCALE 2048 /* residual keys are |Y - prediction| * 2048 */
+
+typedef struct {
+    int32_t x0, y0, w, h, dx32, dy32, dir;
+    float hyp;
+} McBlock;
+
+static inline Py_ssize_t clampz(Py_ssize_t v, Py_ssize_t lo, Py_ssize_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+static inline int32_t floor_div32(int32_t v) { return v >= 0 ? v / 32 : -((-v + 31) / 32); }
+
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t stride;
+} Plane8;
+
+/* A block's displacement: whole pixels (ox, oy), the 1/32 fractions and the four tap weights,
+ * in three exact scales: whole-pixel positions (one tap, prediction = pixel), quarter-pel
+ * positions (every weight a multiple of 64: taps out of 16, in 16-bit lanes) and any 1/32
+ * position (taps out of 1024). */
+typedef struct {
+    int32_t ox, oy, fx, fy, w[4];
+    int16_t q[4];
+    int whole, quarter;
+} Shift;
+
+static inline Shift shift_of(int32_t dx32, int32_t dy32)
+{
+    Shift t;
+    t.ox = floor_div32(dx32);
+    t.fx = dx32 & 31;
+    t.oy = floor_div32(dy32);
+    t.fy = dy32 & 31;
+    t.w[0] = (32 - t.fx) * (32 - t.fy);
+    t.w[1] = t.fx * (32 - t.fy);
+    t.w[2] = (32 - t.fx) * t.fy;
+    t.w[3] = t.fx * t.fy;
+    for (int k = 0; k < 4; k++)
+        t.q[k] = (int16_t)(t.w[k] >> 6);
+    t.whole = t.fx == 0 && t.fy == 0;
+    t.quarter = (t.fx & 7) == 0 && (t.fy & 7) == 0;
+    return t;
+}
+
+/* Sum of |c - a| over n bytes. */
+static inline int32_t sad_whole(const uint8_t *c, const uint8_t *a, Py_ssize_t n)
+{
+    int32_t s = 0;
+    Py_ssize_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 16 <= n; i += 16) {
+        __m128i d = _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(c + i)), _mm_loadu_si128((const __m128i *)(a + i)));
+        s += _mm_cvtsi128_si32(d) + _mm_cvtsi128_si32(_mm_srli_si128(d, 8));
+    }
+    for (; i + 8 <= n; i += 8)
+        s += _mm_cvtsi128_si32(_mm_sad_epu8(_mm_loadl_epi64((const __m128i *)(c + i)),
+                                            _mm_loadl_epi64((const __m128i *)(a + i))));
+#endif
+    for (; i < n; i++) {
+        int32_t d = (int32_t)c[i] - (int32_t)a[i];
+        s += d < 0 ? -d : d;
+    }
+    return s;
+}
+
+#if defined(__SSE2__)
+/* Eight quarter-pel predictions (out of 16) as 16-bit lanes; at most 16 * 255 = 4080. */
+static inline __m128i taps8_quarter(const uint8_t *a0, const uint8_t *a1, const __m128i q[4])
+{
+    const __m128i z = _mm_setzero_si128();
+    __m128i p = _mm_mullo_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)a0), z), q[0]);
+    p = _mm_add_epi16(p, _mm_mullo_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(a0 + 1)), z), q[1]));
+    p = _mm_add_epi16(p, _mm_mullo_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)a1), z), q[2]));
+    return _mm_add_epi16(p, _mm_mullo_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(a1 + 1)), z), q[3]));
+}
+#endif
+
+/* Sum of |16 c - quarter-pel prediction (out of 16)| over n pixels; the taps read a0[n], a1[n]. */
+static inline int32_t sad_quarter(const uint8_t *c, const uint8_t *a0, const uint8_t *a1, Py_ssize_t n,
+                                  const int16_t q[4])
+{
+    int32_t s = 0;
+    Py_ssize_t i = 0;
+#if defined(__SSE2__)
+    const __m128i qv[4] = {_mm_set1_epi16(q[0]), _mm_set1_epi16(q[1]), _mm_set1_epi16(q[2]), _mm_set1_epi16(q[3])};
+    const __m128i z = _mm_setzero_si128(), ones = _mm_set1_epi16(1);
+    __m128i acc = z;
+    for (; i + 8 <= n; i += 8) {
+        __m128i cur16 = _mm_slli_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(c + i)), z), 4);
+        __m128i d = _mm_sub_epi16(cur16, taps8_quarter(a0 + i, a1 + i, qv));
+        d = _mm_max_epi16(d, _mm_sub_epi16(z, d));
+        acc = _mm_add_epi32(acc, _mm_madd_epi16(d, ones));
+    }
+    acc = _mm_add_epi32(acc, _mm_srli_si128(acc, 8));
+    acc = _mm_add_epi32(acc, _mm_srli_si128(acc, 4));
+    s = _mm_cvtsi128_si32(acc);
+#endif
+    for (; i < n; i++) {
+        int32_t d = c[i] * 16 - (a0[i] * q[0] + a0[i + 1] * q[1] + a1[i] * q[2] + a1[i + 1] * q[3]);
+        s += d < 0 ? -d : d;
+    }
+    return s;
+}
+
+/* Whether every tap of the block's pixels lies inside the frame (no clamping). The taps of a
+ * row's last pixel read one byte past it, which this keeps inside the row. */
+static inline int shift_inside(const Shift *t, Py_ssize_t xa, Py_ssize_t xb, Py_ssize_t ya, Py_ssize_t yb,
+                               Py_ssize_t height, Py_ssize_t width)
+{
+    return xb > xa && xa + t->ox >= 0 && xb + t->ox <= width - 1 && ya + t->oy >= 0 && yb + t->oy <= height - 1;
+}
+
+/* Prediction times 1024 of pixel (x, y) with each tap clamped into the frame (BORDER_REPLICATE). */
+static inline int32_t pred_clamped(const Plane8 *ref, const Shift *t, Py_ssize_t x, Py_ssize_t y, Py_ssize_t height,
+                                   Py_ssize_t width)
+{
+    const uint8_t *r0 = ref->buf + clampz(y + t->oy, 0, height - 1) * ref->stride;
+    const uint8_t *r1 = ref->buf + clampz(y + t->oy + 1, 0, height - 1) * ref->stride;
+    Py_ssize_t x0 = clampz(x + t->ox, 0, width - 1), x1 = clampz(x + t->ox + 1, 0, width - 1);
+    return r0[x0] * t->w[0] + r0[x1] * t->w[1] + r1[x0] * t->w[2] + r1[x1] * t->w[3];
+}
+
+/* SAD of the block [xa, xb) x [ya, yb) against ref displaced by t, times 1024; rows stop once it
+ * reaches bound (the caller only wants to know whether it stays below). */
+static int64_t block_sad(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
+                         Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int64_t bound)
+{
+    int64_t sad = 0;
+    Py_ssize_t n = xb - xa;
+    int inside = shift_inside(t, xa, xb, ya, yb, height, width);
+    for (Py_ssize_t y = ya; y < yb && sad < bound; y++) {
+        const uint8_t *c = cur->buf + y * cur->stride + xa;
+        if (inside && t->whole) {
+            sad += (int64_t)sad_whole(c, ref->buf + (y + t->oy) * ref->stride + xa + t->ox, n) * 1024;
+        } else if (inside && t->quarter) {
+            const uint8_t *a0 = ref->buf + (y + t->oy) * ref->stride + xa + t->ox;
+            sad += (int64_t)sad_quarter(c, a0, a0 + ref->stride, n, t->q) * 64;
+        } else {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int32_t d = c[i] * 1024 - pred_clamped(ref, t, xa + i, y, height, width);
+                sad += d < 0 ? -d : d;
+            }
+        }
+    }
+    return sad;
+}
+
+/* How a block's predictions land in the residual buffer (times 1024, p):
+ *   MC_STORE: res = p, the first of the two directions covering the pixel;
+ *   MC_ONE:   res = |2048 c - 2 p|, the only direction covering it;
+ *   MC_SUM:   res = |2048 c - (res + p)|, the second direction, over the stored first. */
+enum { MC_STORE = 0, MC_ONE = 1, MC_SUM = 2 };
+
+static inline int32_t finish(int mode, int32_t c, int32_t p, int32_t stored)
+{
+    int32_t key = mode == MC_ONE ? c * MC_SCALE - 2 * p : c * MC_SCALE - (stored + p);
+    return mode == MC_STORE ? p : (key < 0 ? -key : key);
+}
+
+#if defined(__SSE2__)
+/* The same for four predictions (int32 lanes). */
+static inline __m128i finish4(int mode, __m128i c, __m128i p, __m128i stored)
+{
+    if (mode == MC_STORE)
+        return p;
+    __m128i c2048 = _mm_slli_epi32(c, 11);
+    __m128i key = mode == MC_ONE ? _mm_sub_epi32(c2048, _mm_slli_epi32(p, 1)) : _mm_sub_epi32(c2048, _mm_add_epi32(stored, p));
+    __m128i sign = _mm_srai_epi32(key, 31);
+    return _mm_sub_epi32(_mm_xor_si128(key, sign), sign);
+}
+#endif
+
+/* Write one block's predictions into res (rows of width) in the given mode. */
+static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
+                        Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int mode, int32_t *res)
+{
+    Py_ssize_t n = xb - xa;
+    int inside = shift_inside(t, xa, xb, ya, yb, height, width);
+    for (Py_ssize_t y = ya; y < yb; y++) {
+        const uint8_t *c = cur->buf + y * cur->stride + xa;
+        int32_t *r = res + y * width + xa;
+        Py_ssize_t i = 0;
+        if (inside && (t->whole || t->quarter)) {
+            const uint8_t *a0 = ref->buf + (y + t->oy) * ref->stride + xa + t->ox, *a1 = a0 + ref->stride;
+#if defined(__SSE2__)
+            const __m128i z = _mm_setzero_si128();
+            const __m128i qv[4] = {_mm_set1_epi16(t->q[0]), _mm_set1_epi16(t->q[1]), _mm_set1_epi16(t->q[2]),
+                                   _mm_set1_epi16(t->q[3])};
+            for (; i + 8 <= n; i += 8) {
+                __m128i p16, plo, phi;
+                if (t->whole) {
+                    p16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(a0 + i)), z);
+                    plo = _mm_slli_epi32(_mm_unpacklo_epi16(p16, z), 10);
+                    phi = _mm_slli_epi32(_mm_unpackhi_epi16(p16, z), 10);
+                } else {
+                    p16 = taps8_quarter(a0 + i, a1 + i, qv);
+                    plo = _mm_slli_epi32(_mm_unpacklo_epi16(p16, z), 6);
+                    phi = _mm_slli_epi32(_mm_unpackhi_epi16(p16, z), 6);
+                }
+                __m128i c16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(c + i)), z);
+                __m128i slo = mode == MC_SUM ? _mm_loadu_si128((const __m128i *)(r + i)) : z;
+                __m128i shi = mode == MC_SUM ? _mm_loadu_si128((const __m128i *)(r + i + 4)) : z;
+                _mm_storeu_si128((__m128i *)(r + i), finish4(mode, _mm_unpacklo_epi16(c16, z), plo, slo));
+                _mm_storeu_si128((__m128i *)(r + i + 4), finish4(mode, _mm_unpackhi_epi16(c16, z), phi, shi));
+            }
+#endif
+            for (; i < n; i++) {
+                int32_t p = t->whole ? a0[i] * 1024
+                                     : (a0[i] * t->q[0] + a0[i + 1] * t->q[1] + a1[i] * t->q[2] + a1[i + 1] * t->q[3]) * 64;
+                r[i] = finish(mode, c[i], p, r[i]);
+            }
+        } else {
+            for (; i < n; i++)
+                r[i] = finish(mode, c[i], pred_clamped(ref, t, xa + i, y, height, width), r[i]);
+        }
+    }
+}
+
+/* The final pass over every pixel: uncovered ones are predicted by the co-located fallback pixel;
+ * then the histogram of key >> 11 (the residual's integer part) into coarse[256]. */
+static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *total, Py_ssize_t uw, Py_ssize_t unit,
+                     Py_ssize_t height, Py_ssize_t width, int32_t *res, int64_t *coarse)
+{
+    int32_t *hist = calloc(4 * 256, sizeof(int32_t)); /* four copies: consecutive keys often share a bin */
+    if (!hist)
+        return -1;
+    for (Py_ssize_t y = 0; y < height; y++) {
+        const uint8_t *c = cur->buf + y * cur->stride, *f = fallback->buf + y * fallback->stride;
+        const uint8_t *tr = total + (y / unit) * uw;
+        int32_t *r = res + y * width;
+        for (Py_ssize_t x0 = 0, u = 0; x0 < width; x0 += unit, u++)
+            if (tr[u] == 0) {
+                Py_ssize_t x1 = x0 + unit < width ? x0 + unit : width;
+                for (Py_ssize_t x = x0; x < x1; x++) {
+                    int32_t key = (c[x] - f[x]) * MC_SCALE;
+                    r[x] = key < 0 ? -key : key;
+                }
+            }
+        Py_ssize_t x = 0;
+        for (; x + 4 <= width; x += 4) {
+            hist[r[x] >> 11] += 1;
+            hist[256 + (r[x + 1] >> 11)] += 1;
+            hist[512 + (r[x + 2] >> 11)] += 1;
+            hist[768 + (r[x + 3] >> 11)] += 1;
+        }
+        for (; x < width; x++)
+            hist[r[x] >> 11] += 1;
+    }
+    for (int b = 0; b < 256; b++)
+        coarse[b] = (int64_t)hist[b] + hist[256 + b] + hist[512 + b] + hist[768 + b];
+    free(hist);
+    return 0;
+}
+
+/* The units [x0, x1) x [y0, y1) of a block on the unit grid, clipped to it. */
+typedef struct {
+    Py_ssize_t x0, x1, y0, y1;
+} Units;
+
+static inline Units units_of(const McBlock *b, Py_ssize_t unit, Py_ssize_t uh, Py_ssize_t uw)
+{
+    Units u = {clampz(b->x0 / unit, 0, uw), clampz(b->x0 / unit + b->w / unit, 0, uw), clampz(b->y0 / unit, 0, uh),
+               clampz(b->y0 / unit + b->h / unit, 0, uh)};
+    return u;
+}
+
+/* The body of motion_residual, on buffers the caller holds (no Python calls: runs without the GIL).
+ * Blocks are handled in the order the decoder listed them (macroblock by macroblock, both
+ * directions together), so a pixel's second prediction finds its first still in cache. */
+static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_ssize_t height, Py_ssize_t width,
+                    const McBlock *blocks, Py_ssize_t nblocks, Py_ssize_t unit, int32_t *res_out, float *mag_out,
+                    int32_t *dist_out, int64_t *coarse, int64_t *covered_out)
+{
+    Py_ssize_t depth = (nref - 1) / 2, uh = (height + unit - 1) / unit, uw = (width + unit - 1) / unit;
+    Py_ssize_t units = uh * uw;
+    int status = 0;
+    int32_t *owner = malloc(sizeof(int32_t) * (size_t)units);
+    uint8_t *total = calloc((size_t)units, 1), *written = calloc((size_t)units, 1);
+    float *mag[2] = {calloc((size_t)units, sizeof(float)), calloc((size_t)units, sizeof(float))};
+    int *cands[2] = {malloc(sizeof(int) * (size_t)(depth + 1)), malloc(sizeof(int) * (size_t)(depth + 1))};
+    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1]) {
+        status = -1;
+        goto done;
+    }
+    /* A direction takes part when it has vectors and reference frames to try. */
+    int ncand[2] = {0, 0}, active[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        int dir = k ? 1 : -1;
+        for (Py_ssize_t d = 1; d <= depth; d++)
+            if (refs[depth + dir * d].buf)
+                cands[k][ncand[k]++] = (int)d;
+        for (Py_ssize_t i = 0; i < nblocks && !active[k]; i++)
+            active[k] = blocks[i].dir == dir && ncand[k] > 0;
+    }
+    /* Later blocks overwrite earlier ones in the numpy path's painted grids; with no overlap
+     * within a direction (checked here, else the caller takes that path) every pixel has at most
+     * one block per direction, and total counts the directions covering each unit. */
+    for (int k = 0; k < 2; k++) {
+        int dir = k ? 1 : -1;
+        if (!active[k])
+            continue;
+        for (Py_ssize_t u = 0; u < units; u++)
+            owner[u] = -1;
+        for (int pass = 0; pass < 2; pass++)
+            for (Py_ssize_t i = 0; i < nblocks; i++) {
+                if (blocks[i].dir != dir)
+                    continue;
+                Units r = units_of(&blocks[i], unit, uh, uw);
+                for (Py_ssize_t uy = r.y0; uy < r.y1; uy++)
+                    for (Py_ssize_t ux = r.x0; ux < r.x1; ux++) {
+                        int32_t *o = &owner[uy * uw + ux];
+                        if (pass == 0)
+                            *o = (int32_t)i;
+                        else if (*o != (int32_t)i) {
+                            status = 2;
+                            goto done;
+                        } else
+                            total[uy * uw + ux] += 1;
+                    }
+            }
+    }
+    for (Py_ssize_t i = 0; i < nblocks; i++) {
+        const McBlock *b = &blocks[i];
+        int k = b->dir > 0;
+        if (b->dir == 0 || !active[k])
+            continue;
+        Py_ssize_t xa = clampz(b->x0, 0, width), xb = clampz((Py_ssize_t)b->x0 + b->w, 0, width);
+        Py_ssize_t ya = clampz(b->y0, 0, height), yb = clampz((Py_ssize_t)b->y0 + b->h, 0, height);
+        Shift t = shift_of(b->dx32, b->dy32);
+        int best = 0;
+        int64_t best_sad = INT64_MAX;
+        for (int j = 0; j < ncand[k]; j++) {
+            /* Ties keep the nearest reference (numpy's argmin). */
+            int64_t sad =
+                block_sad(cur, &refs[depth + b->dir * cands[k][j]], &t, xa, xb, ya, yb, height, width, best_sad);
+            if (sad < best_sad) {
+                best_sad = sad;
+                best = j;
+            }
+        }
+        int d = cands[k][best];
+        dist_out[i] = d;
+        float per_frame = (float)((double)b->hyp / (double)d);
+        Units r = units_of(b, unit, uh, uw);
+        /* Each unit's mode: the only direction, or the first / second of two. */
+        int mode0 = -1, uniform = 1;
+        for (Py_ssize_t uy = r.y0; uy < r.y1; uy++)
+            for (Py_ssize_t ux = r.x0; ux < r.x1; ux++) {
+                Py_ssize_t u = uy * uw + ux;
+                int mode = total[u] == 1 ? MC_ONE : (written[u] ? MC_SUM : MC_STORE);
+                uniform &= mode0 < 0 || mode == mode0;
+                mode0 = mode;
+                mag[k][u] = per_frame;
+            }
+        if (res_out && xb > xa && yb > ya) {
+            const Plane8 *ref = &refs[depth + b->dir * d];
+            if (uniform) {
+                block_write(cur, ref, &t, xa, xb, ya, yb, height, width, mode0, res_out);
+            } else {
+                for (Py_ssize_t uy = r.y0; uy < r.y1; uy++)
+                    for (Py_ssize_t ux = r.x0; ux < r.x1; ux++) {
+                        Py_ssize_t u = uy * uw + ux;
+                        int mode = total[u] == 1 ? MC_ONE : (written[u] ? MC_SUM : MC_STORE);
+                        Py_ssize_t x0 = ux * unit, x1 = x0 + unit < width ? x0 + unit : width;
+                        Py_ssize_t y0 = uy * unit, y1 = y0 + unit < height ? y0 + unit : height;
+                        block_write(cur, ref, &t, x0, x1, y0, y1, height, width, mode, res_out);
+                    }
+            }
+        }
+        for (Py_ssize_t uy = r.y0; uy < r.y1; uy++)
+            for (Py_ssize_t ux = r.x0; ux < r.x1; ux++)
+                written[uy * uw + ux] += 1;
+    }
+    /* numpy: mag_sum = 0 + past + future (0 where a direction does not cover), / max(n, 1). */
+    for (Py_ssize_t u = 0; u < units; u++) {
+        float sum = 0.0f;
+        sum += mag[0][u];
+        sum += mag[1][u];
+        mag_out[u] = sum / (float)(total[u] > 1 ? total[u] : 1);
+    }
+    int64_t covered = 0;
+    for (Py_ssize_t uy = 0; uy < uh; uy++) {
+        Py_ssize_t rows = (uy + 1) * unit < height ? unit : height - uy * unit;
+        for (Py_ssize_t ux = 0; ux < uw; ux++)
+            if (total[uy * uw + ux])
+                covered += rows * ((ux + 1) * unit < width ? unit : width - ux * unit);
+    }
+    *covered_out = covered;
+    if (res_out) {
+        /* Pixels no vector covers are predicted by the co-located pixel of the nearest past
+         * frame, else the nearest future frame, else themselves. */
+        const Plane8 *fallback =
+            refs[depth - 1].buf ? &refs[depth - 1] : (refs[depth + 1].buf ? &refs[depth + 1] : cur);
+        if (mc_finish(cur, fallback, total, uw, unit, height, width, res_out, coarse) < 0)
+            status = -1;
+    }
+done:
+    free(owner);
+    free(total);
+    free(written);
+    free(mag[0]);
+    free(mag[1]);
+    free(cands[0]);
+    free(cands[1]);
+    return status;
+}
+
+static int get_u8_plane(PyObject *obj, Py_buffer *view, Py_ssize_t h, Py_ssize_t w, const char *name)
+{
+    if (get_plane(obj, view, name) < 0)
+        return -1;
+    if (view->shape[0] != h || view->shape[1] != w) {
+        PyErr_Format(PyExc_ValueError, "Invalid %s plane. Supported values are %zdx%zd.", name, w, h);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, const char *name)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        return -1;
+    if (view->len != bytes) {
+        PyErr_Format(PyExc_ValueError, "Invalid %s array (%zd bytes). Supported values are %zd bytes.", name,
+                     view->len, bytes);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *motion_residual(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *coarse_obj;
+    PyObject *result = NULL;
+    Py_ssize_t unit;
+    if (!PyArg_ParseTuple(args, "OOOOnOOOO", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
+                          &dist_obj, &coarse_obj))
+        return NULL;
+    if (!PyTuple_Check(refs_obj) || PyTuple_GET_SIZE(refs_obj) < 3 || PyTuple_GET_SIZE(refs_obj) % 2 == 0 ||
+        unit < 1) {
+        PyErr_SetString(PyExc_ValueError, "Invalid references. Supported values are a tuple of 2*depth+1 planes "
+                                          "or None (centre: the frame itself) and a unit of at least 1.");
+        return NULL;
+    }
+    Py_ssize_t nref = PyTuple_GET_SIZE(refs_obj);
+    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, coarse = {0};
+    Py_buffer *refv = calloc((size_t)nref, sizeof(Py_buffer));
+    Plane8 *planes = calloc((size_t)nref, sizeof(Plane8));
+    McBlock *blocks = NULL;
+    if (!refv || !planes) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (get_plane(cur_obj, &cur, "current") < 0)
+        goto done;
+    Py_ssize_t h = cur.shape[0], w = cur.shape[1];
+    for (Py_ssize_t i = 0; i < nref; i++) {
+        PyObject *o = PyTuple_GET_ITEM(refs_obj, i);
+        if (o == Py_None || i == (nref - 1) / 2)
+            continue;
+        if (get_u8_plane(o, &refv[i], h, w, "reference") < 0)
+            goto done;
+        planes[i].buf = refv[i].buf;
+        planes[i].stride = refv[i].strides[0];
+    }
+    planes[(nref - 1) / 2].buf = NULL; /* a frame is not its own reference */
+    if (PyObject_GetBuffer(mvs_obj, &mvs, PyBUF_C_CONTIGUOUS) < 0 ||
+        PyObject_GetBuffer(hyp_obj, &hyp, PyBUF_C_CONTIGUOUS) < 0)
+        goto done;
+    Py_ssize_t n = mvs.len / (8 * 4);
+    if (mvs.len != n * 32 || hyp.len != n * 4) {
+        PyErr_SetString(PyExc_ValueError, "Invalid vectors. Supported values are (N, 8) int32 and (N,) float32.");
+        goto done;
+    }
+    Py_ssize_t uh = (h + unit - 1) / unit, uw = (w + unit - 1) / unit;
+    if (res_obj != Py_None && get_out(res_obj, &res, h * w * 4, "residual") < 0)
+        goto done;
+    if (get_out(mag_obj, &mag, uh * uw * 4, "magnitude") < 0 || get_out(dist_obj, &dist, n * 4, "distance") < 0)
+        goto done;
+    if (res.obj && get_out(coarse_obj, &coarse, 256 * 8, "coarse histogram") < 0)
+        goto done;
+    blocks = malloc(sizeof(McBlock) * (size_t)(n ? n : 1));
+    if (!blocks) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int32_t *m = mvs.buf;
+    const float *hv = hyp.buf;
+    int status = 0;
+    for (Py_ssize_t i = 0; i < n && !status; i++) {
+        const int32_t *r = m + 8 * i;
+        int32_t bw = r[2], bh = r[3], scale = r[6] > 1 ? r[6] : 1;
+        McBlock *b = &blocks[i];
+        b->w = bw;
+        b->h = bh;
+        b->x0 = r[0] - bw / 2;
+        b->y0 = r[1] - bh / 2;
+        b->dir = r[7] > 0 ? 1 : (r[7] < 0 ? -1 : 0);
+        b->hyp = hv[i];
+        int64_t mx = (int64_t)r[4] * 32, my = (int64_t)r[5] * 32;
+        /* Exact only for coordinates on OpenCV's 1/32 grid, blocks on the unit grid, and
+         * displacements well inside the int16 range OpenCV saturates to. */
+        if (bw < 1 || bh < 1 || mx % scale || my % scale || bw % unit || bh % unit || b->x0 % unit ||
+            b->y0 % unit || llabs(mx / scale) > 32 * 16384 || llabs(my / scale) > 32 * 16384)
+            status = 1;
+        b->dx32 = (int32_t)(mx / scale);
+        b->dy32 = (int32_t)(my / scale);
+    }
+    int64_t covered = 0;
+    if (!status) {
+        memset(dist.buf, 0, (size_t)dist.len);
+        Plane8 c = {cur.buf, cur.strides[0]};
+        Py_BEGIN_ALLOW_THREADS
+        status = mc_frame(&c, planes, nref, h, w, blocks, n, unit, res.obj ? res.buf : NULL, mag.buf, dist.buf,
+                          coarse.obj ? coarse.buf : NULL, &covered);
+        Py_END_ALLOW_THREADS
+        if (status < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    result = Py_BuildValue("iL", status, (long long)covered);
+done:
+    free(blocks);
+    if (refv) {
+        for (Py_ssize_t i = 0; i < nref; i++)
+            if (refv[i].obj)
+                PyBuffer_Release(&refv[i]);
+        free(refv);
+    }
+    free(planes);
+    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &coarse};
+    for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
+        if (views[i]->obj)
+            PyBuffer_Release(views[i]);
+    return result;
+}
+
+/* Counts of (key >> shift) - lo over the residual keys, for the bins [0, len(out)): a coarse
+ * histogram finds the bin holding a rank, a fine one over that bin the key itself, both small
+ * enough to stay in cache (one histogram of every key would not). */
+static PyObject *key_histogram(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *keys_obj, *out_obj;
+    int shift;
+    long long lo;
+    if (!PyArg_ParseTuple(args, "OiLO", &keys_obj, &shift, &lo, &out_obj))
+        return NULL;
+    Py_buffer keys = {0}, out = {0};
+    if (PyObject_GetBuffer(keys_obj, &keys, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (keys.len % 4 || shift < 0 || shift > 30 || PyObject_GetBuffer(out_obj, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "Invalid keys. Supported values are int32 keys and a shift of 0 to 30.");
+        PyBuffer_Release(&keys);
+        return NULL;
+    }
+    const int32_t *k = keys.buf;
+    int64_t *o = out.buf;
+    Py_ssize_t n = keys.len / 4, bins = out.len / 8;
+    memset(o, 0, (size_t)out.len);
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t i = 0;
+#if defined(__SSE2__)
+    /* Most keys fall outside the bins asked for (a high percentile's bin holds few pixels):
+     * skip four at a time when none is inside. */
+    if (shift == 0 && lo >= 0 && lo + bins <= INT32_MAX) {
+        const __m128i lo_v = _mm_set1_epi32((int32_t)lo - 1), hi_v = _mm_set1_epi32((int32_t)(lo + bins));
+        for (; i + 4 <= n; i += 4) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(k + i));
+            __m128i in = _mm_and_si128(_mm_cmpgt_epi32(v, lo_v), _mm_cmplt_epi32(v, hi_v));
+            if (_mm_movemask_epi8(in))
+                for (int j = 0; j < 4; j++) {
+                    long long b = (long long)k[i + j] - lo;
+                    if (b >= 0 && b < bins)
+                        o[b] += 1;
+                }
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        long long b = (long long)(k[i] >> shift) - lo;
+        if (b >= 0 && b < bins)
+            o[b] += 1;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&out);
+    Py_RETURN_NONE;
+}
+
+/* numpy's float64 pairwise summation (DOUBLE_pairwise_sum) of a contiguous run. */
+static double np_pairwise(const double *a, Py_ssize_t n)
+{
+    if (n < 8) {
+        double res = 0.;
+        for (Py_ssize_t i = 0; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        Py_ssize_t i;
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return np_pairwise(a, n2) + np_pairwise(a + n2, n - n2);
+}
+
+/* np_pairwise of 16 values, unrolled: eight running sums of two values, added in pairs. */
+static inline double pairwise16(const double *a)
+{
+    double r0 = a[0] + a[8], r1 = a[1] + a[9], r2 = a[2] + a[10], r3 = a[3] + a[11];
+    double r4 = a[4] + a[12], r5 = a[5] + a[13], r6 = a[6] + a[14], r7 = a[7] + a[15];
+    return ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+}
+
+enum { CELL_MV = 0, CELL_RESIDUAL = 1, CELL_MVRES = 2 };
+
+typedef struct {
+    int mode;
+    const int32_t *keys;
+    const float *mag;
+    Py_ssize_t unit, uw;
+    float mv_scale, res_scale, mv_weight, res_weight;
+} CellSource;
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, Py_ssize_t cell, double *sums,
+                      double *buf, float *motion)
+{
+    Py_ssize_t cols = (width + cell - 1) / cell, unit = s->unit;
+    const float inv_scale = 1.0f / (float)MC_SCALE; /* a power of two: multiplying is dividing exactly */
+    const float rs = s->res_scale, rw = s->res_weight;
+    for (Py_ssize_t x = width; x < cols * cell; x++)
+        buf[x] = 0.0; /* cell_means pads the map with zeros */
+    for (Py_ssize_t y = 0; y < height; y++) {
+        if (s->mode != CELL_RESIDUAL && y % unit == 0) {
+            /* The motion term of each pixel: its unit cell's (fuse_mvres, in float32). */
+            const float *mrow = s->mag + (y / unit) * s->uw;
+            for (Py_ssize_t x0 = 0, u = 0; x0 < width; x0 += unit, u++) {
+                float m = mrow[u];
+                if (s->mode == CELL_MVRES) {
+                    m = m / s->mv_scale;
+                    m = m < 1.0f ? m : 1.0f;
+                    m = m > 0.0f ? m : 0.0f;
+                    m = m * s->mv_weight;
+                }
+                for (Py_ssize_t x = x0; x < x0 + unit && x < width; x++)
+                    motion[x] = m;
+            }
+        }
+        const int32_t *k = s->keys ? s->keys + y * width : NULL;
+        if (s->mode == CELL_MV)
+            for (Py_ssize_t x = 0; x < width; x++)
+                buf[x] = (double)motion[x];
+        else if (s->mode == CELL_RESIDUAL)
+            for (Py_ssize_t x = 0; x < width; x++)
+                buf[x] = (double)((float)k[x] * inv_scale);
+        else {
+            Py_ssize_t x = 0;
+#if defined(__SSE2__)
+            /* minps/maxps are exactly the comparisons below (and numpy's minimum/maximum
+             * without NaN); the rest is the same float32 operations in the same order. */
+            const __m128 inv = _mm_set1_ps(inv_scale), rsv = _mm_set1_ps(rs), rwv = _mm_set1_ps(rw);
+            const __m128 one = _mm_set1_ps(1.0f), zero = _mm_setzero_ps();
+            for (; x + 4 <= width; x += 4) {
+                __m128 r = _mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)(k + x))), inv);
+                r = _mm_min_ps(_mm_div_ps(r, rsv), one);
+                __m128 f = _mm_add_ps(_mm_loadu_ps(motion + x), _mm_mul_ps(r, rwv));
+                f = _mm_max_ps(_mm_min_ps(f, one), zero);
+                _mm_storeu_pd(buf + x, _mm_cvtps_pd(f));
+                _mm_storeu_pd(buf + x + 2, _mm_cvtps_pd(_mm_movehl_ps(f, f)));
+            }
+#endif
+            for (; x < width; x++) {
+                float r = ((float)k[x] * inv_scale) / rs;
+                r = r < 1.0f ? r : 1.0f;
+                float f = motion[x] + r * rw;
+                f = f < 1.0f ? f : 1.0f;
+                buf[x] = (double)(f > 0.0f ? f : 0.0f);
+            }
+        }
+        double *out = sums + (y / cell) * cols;
+        if (cell == 16)
+            for (Py_ssize_t c = 0; c < cols; c++)
+                out[c] += pairwise16(buf + c * 16);
+        else
+            for (Py_ssize_t c = 0; c < cols; c++)
+                out[c] += np_pairwise(buf + c * cell, cell);
+    }
+}
+
+static PyObject *cell_sums(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int mode;
+    PyObject *keys_obj, *mag_obj, *out_obj, *result = NULL;
+    Py_ssize_t height, width, unit, cell;
+    float mv_scale, res_scale, mv_weight, res_weight;
+    if (!PyArg_ParseTuple(args, "iOOnnnnffffO", &mode, &keys_obj, &mag_obj, &height, &width, &unit, &cell, &mv_scale,
+                          &res_scale, &mv_weight, &res_weight, &out_obj))
+        return NULL;
+    if (mode < CELL_MV || mode > CELL_MVRES || height < 1 || width < 1 || unit < 1 || cell < 1) {
+        PyErr_SetString(PyExc_ValueError, "Invalid cell request. Supported modes are 0 (mv), 1 (residual), 2 (mvres).");
+        return NULL;
+    }
+    Py_buffer keys = {0}, mag = {0}, out = {0};
+    Py_ssize_t uw = (width + unit - 1) / unit, uh = (height + unit - 1) / unit;
+    Py_ssize_t rows = (height + cell - 1) / cell, cols = (width + cell - 1) / cell;
+    if (mode != CELL_MV && get_out(keys_obj, &keys, height * width * 4, "residual") < 0)
+        goto done;
+    if (mode != CELL_RESIDUAL && get_out(mag_obj, &mag, uh * uw * 4, "magnitude") < 0)
+        goto done;
+    if (get_out(out_obj, &out, rows * cols * 8, "cell sum") < 0)
+        goto done;
+    double *buf = malloc(sizeof(double) * (size_t)(cols * cell));
+    float *motion = malloc(sizeof(float) * (size_t)width);
+    if (!buf || !motion) {
+        free(buf);
+        free(motion);
+        PyErr_NoMemory();
+        goto done;
+    }
+    CellSource s = {mode, keys.obj ? keys.buf : NULL, mag.obj ? mag.buf : NULL, unit, uw,
+                    mv_scale, res_scale, mv_weight, res_weight};
+    memset(out.buf, 0, (size_t)out.len);
+    Py_BEGIN_ALLOW_THREADS
+    cell_rows(&s, height, width, cell, out.buf, buf, motion);
+    Py_END_ALLOW_THREADS
+    free(buf);
+    free(motion);
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    if (keys.obj)
+        PyBuffer_Release(&keys);
+    if (mag.obj)
+        PyBuffer_Release(&mag);
+    if (out.obj)
+        PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"motion_residual", motion_residual, METH_VARARGS,
+     "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, coarse_out)\n"
+     "-> (status, covered_pixels)\n\n"
+     "Rebuild a frame's inter prediction from its (N, 8) vectors (native.side_data.MV_COLUMNS) and\n"
+     "the uint8 luma of refs (a tuple of 2*depth+1 planes by display offset -depth..depth, None where\n"
+     "absent). Writes |Y * 2048 - prediction * 2048| (int32 (H, W), or skipped when None), the\n"
+     "per-frame motion magnitude on the unit grid (float32), the inferred reference distance per\n"
+     "vector (int32 (N,)) and the int64 histogram of residual key >> 11 (256 bins, unused without the\n"
+     "residual).\n"
+     "status 0: done; 1: vectors off OpenCV's 1/32 grid or the unit grid; 2: overlapping blocks\n"
+     "(the numpy path serves those frames)."},
+    {"key_histogram", key_histogram, METH_VARARGS,
+     "key_histogram(keys, shift, lo, out)\n\nout[b] = count of keys with (key >> shift) - lo == b (int64 out)."},
+    {"cell_sums", cell_sums, METH_VARARGS,
+     "cell_sums(mode, residual, magnitude, height, width, unit, cell, mv_scale, res_scale, mv_weight,\n"
+     "res_weight, out)\n\n"
+     "Per-cell float64 sums, in numpy's order, of the motion (mode 0), residual (1) or fused (2)\n"
+     "map built from motion_residual's outputs, into out (ceil(H/cell), ceil(W/cell))."},
+
     {"measure_yuv420", measure_yuv420, METH_VARARGS,
      "measure_yuv420(ty, tu, tv, ry, ru, rv, cell, test_cells, diff_cells) -> float\n\n"
      "Add per-cell RGB sums of the test frame and of test - reference to the int64 arrays\n"

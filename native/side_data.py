@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,21 @@ def exports_block_qp(codec_name: str) -> bool:
     return codec_name.lower() in BLOCK_QP_CODECS
 
 
-def _luma(frame: av.VideoFrame) -> np.ndarray:
-    """The frame's Y plane as stored, (H, W) uint8; other formats are converted to gray."""
+def _luma(frame: av.VideoFrame, *, copy: bool = True) -> np.ndarray:
+    """The frame's Y plane as stored, (H, W) uint8; other formats are converted to gray.
+
+    ``copy=False`` returns a read-only view of the decoder's buffer (rows ``line_size`` apart),
+    which keeps the frame alive while the array lives: the decoder reuses a buffer only once no
+    frame refers to it.
+    """
     if frame.format.name in _PLANAR_8BIT:
         plane = frame.planes[0]
         rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
-        return rows[:, : plane.width].copy()
+        if copy:
+            return rows[:, : plane.width].copy()
+        view = rows[:, : plane.width]
+        view.flags.writeable = False
+        return view
     return frame.to_ndarray(format="gray")
 
 
@@ -146,6 +155,9 @@ def iter_frames(
     block_qp: bool = False,
     last_index: int | None = None,
     thread_count: int = 0,
+    rgb_size: tuple[int, int] | None = None,
+    rgb_frames: Collection[int] | None = None,
+    luma_copy: bool = True,
 ) -> Iterator[dict[str, Any]]:
     """Decode the first video stream in presentation order and yield per-frame side data.
 
@@ -161,6 +173,10 @@ def iter_frames(
         for frames (or codecs) without the side data.
     last_index : stop after this presentation-order frame index (None: decode to the end).
     thread_count : decoder threads (0: FFmpeg's choice).
+    rgb_size : (width, height): include ``rgb``, the frame scaled to that size as (height,
+        width, 3) uint8 RGB with the area filter (as ``gateway.decode_frames_rgb`` makes it),
+        for the frames in ``rgb_frames`` (every frame when None).
+    luma_copy : False gives ``luma`` as a read-only view of the decoded frame (no copy, strided rows).
 
     Yields
     ------
@@ -196,12 +212,17 @@ def iter_frames(
                     "height": int(frame.height),
                 }
                 if luma:
-                    item["luma"] = _luma(frame)
+                    item["luma"] = _luma(frame, copy=luma_copy)
                 if motion_vectors:
                     item["mvs"] = _vectors(frame)
                 if block_qp:
                     qp = _block_qp(frame)
                     item["qp"], item["qp_type"] = (None, None) if qp is None else qp
+                if rgb_size is not None and (rgb_frames is None or index in rgb_frames):
+                    width, height = rgb_size
+                    item["rgb"] = frame.to_ndarray(
+                        format="rgb24", width=width, height=height, interpolation="AREA"
+                    )
                 yield item
                 if last_index is not None and index >= last_index:
                     break

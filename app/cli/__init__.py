@@ -1,4 +1,6 @@
-"""Command-line entry point: ``codec-lens select|reselect|sessions|app|compare|export|import|luma-bias``.
+"""Command-line entry point: ``codec-lens select|reselect|sessions|app|compare|export|import|luma-bias|…``.
+
+The tool commands: compare, export, import, luma-bias, payload.
 
 Each sub-command is a module of this package with ``add_parser(subparsers)`` and ``run(args)``.
 The commands that run native decoders or encoders run in a forked child (:func:`entry`), so
@@ -28,7 +30,13 @@ from app.cli.common import EXIT_INTERRUPTED, Parser, fail
 CORE_COMMANDS = ("select", "reselect", "sessions", "app")
 _CORE_MODULES = {"select": select, "reselect": reselect, "sessions": sessions, "app": app}
 # Command → module of this package, in the order they are listed in --help.
-TOOL_COMMANDS = {"luma-bias": "luma", "compare": "compare", "export": "export", "import": "importer"}
+TOOL_COMMANDS = {
+    "luma-bias": "luma",
+    "compare": "compare",
+    "export": "export",
+    "import": "importer",
+    "payload": "payload",
+}
 NATIVE_COMMANDS = ("select", "reselect", "compare", "luma-bias", "export", "import")
 """The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child."""
 # app.workers.ABORT_STAGE_ENV (not imported: it would add to every start-up). Tests only.

@@ -148,6 +148,13 @@ def follow(views: CanvasViews, run_id: str, row: Any, drawn: str) -> tuple[Any, 
     return (*refresh(views, run_id, frame), key)
 
 
+def canvas_prompt(views: CanvasViews, run_id: str) -> str:
+    """The LLaVA-OneVision-2 prompt of run ``run_id``'s canvases, image pads counted ('' with no run)."""
+    from backend.payload import prompt_for_result
+
+    return prompt_for_result(views.current(run_id), compact=True) if run_id else ""
+
+
 def pick_canvas(views: CanvasViews, run_id: str, index: Any) -> tuple[Any, Any]:
     """The patch-source figure of gallery item ``index`` and its dominant source frame."""
     from views import canvases as canvas_views
@@ -240,6 +247,15 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_
         allow_preview=False,
         elem_id="canvas_gallery",
     )
+    prompt = gr.Textbox(
+        value=canvas_prompt(views, run_id.value) if run_id.value else "",
+        label="LLaVA-OneVision-2 prompt of these canvases (codec-lens payload writes it in full)",
+        lines=3,
+        max_lines=10,
+        interactive=False,
+        elem_id="canvas_prompt",
+    )
+    run_id.change(lambda rid: canvas_prompt(views, rid), run_id, prompt, api_name=False)
     with gr.Row():
         with gr.Column(scale=1):
             hover = gr.Plot(value=first(2), label="Selected canvas: patch sources", elem_id="canvas_hover")

@@ -358,17 +358,23 @@ def decode_signal(
 ) -> DecodeResult:
     """Pixels from a normal decode and grids from a decoder-side signal (no bitcost).
 
-    ``work`` is not run: the quality and score stages then compute every frame themselves.
+    The signal's own decode also scales the candidates' pixels (one pass over the video); a
+    signal that decodes nothing (``pkt_energy``) has them decoded apart. ``work`` is not run:
+    the quality and score stages then compute every frame themselves.
     """
-    signals = compute_signals(info, candidates.frame_indices, config=SignalConfig(kind=config.score))
     h, w = geometry.processed_hw
+    signals = compute_signals(
+        info, candidates.frame_indices, config=SignalConfig(kind=config.score), pixels_hw=(h, w)
+    )
     ids = [int(i) for i in candidates.frame_indices]
-    frames = gateway.decode_frames_rgb(info.path, ids, out_width=w, out_height=h)
-    pixels = np.empty((len(ids), h, w, 3), dtype=np.uint8)
-    for row, fid in enumerate(ids):
-        if fid not in frames:
-            raise DecodeError("frame not reached by the decoder", path=info.path, frame_index=fid)
-        pixels[row] = frames[fid]
+    pixels = signals.pixels
+    if pixels is None:
+        frames = gateway.decode_frames_rgb(info.path, ids, out_width=w, out_height=h)
+        pixels = np.empty((len(ids), h, w, 3), dtype=np.uint8)
+        for row, fid in enumerate(ids):
+            if fid not in frames:
+                raise DecodeError("frame not reached by the decoder", path=info.path, frame_index=fid)
+            pixels[row] = frames[fid]
     warnings = list(signals.warnings)
     if signals.exactness != "exact":
         warnings.append(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -110,7 +110,26 @@ def percentile_linear(values: np.ndarray, percentile: float) -> float:
     The percentile as a Python float.
     """
     flat = np.array(values, copy=True).ravel()
-    n = flat.size
+
+    def order_statistics(ranks: tuple[int, int]) -> tuple[np.generic, np.generic]:
+        flat.partition(np.unique(ranks))
+        return flat[ranks[0]], flat[ranks[1]]
+
+    return percentile_of_order_statistics(flat.size, percentile, order_statistics)
+
+
+def percentile_of_order_statistics(
+    n: int,
+    percentile: float,
+    order_statistics: Callable[[tuple[int, int]], tuple[np.generic, np.generic]],
+) -> float:
+    """:func:`percentile_linear` of ``n`` values known only through their order statistics.
+
+    ``order_statistics((i, j))`` returns the i-th and j-th smallest values (0-based) as numpy
+    scalars of the values' dtype; the interpolation between them is numpy's, operation for
+    operation, so a caller that can rank its values more cheaply than by sorting them all (a
+    histogram, block-constant maps) gets the same float.
+    """
     virtual = np.asanyarray((n - 1) * np.true_divide(np.asanyarray(percentile, np.float64), 100))
     previous = np.asanyarray(np.floor(virtual))
     following = np.asanyarray(previous + 1)
@@ -119,8 +138,7 @@ def percentile_linear(values: np.ndarray, percentile: float) -> float:
     elif virtual < 0:
         previous, following = np.asanyarray(0.0), np.asanyarray(0.0)
     lo, hi = previous.astype(np.intp), following.astype(np.intp)
-    flat.partition(np.unique([int(lo) % n, int(hi) % n]))
-    a, b = flat[lo], flat[hi]
+    a, b = order_statistics((int(lo) % n, int(hi) % n))
     gamma = np.asanyarray(virtual - previous)
     diff = np.subtract(b, a)
     result = np.asanyarray(np.add(a, diff * gamma))

@@ -7,7 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
@@ -15,7 +15,8 @@ import numpy as np
 from backend.config import Registry, Variant, param, validate_fields
 from backend.errors import DecodeError, UnsupportedVideoError
 from backend.records import RunWarning, VideoInfo, _ShapeRepr
-from backend.stages.score import percentile_linear
+from backend.stages.score import percentile_linear, percentile_of_order_statistics
+from native import motion as motion_kernel
 from native import side_data
 
 QP_MAX: dict[str, int] = {"h264": 51, "vp9": 255}
@@ -37,8 +38,17 @@ _CODEC_ALIASES = {
     "avc": "h264",
     "libopenh264": "h264",
 }
-FrameSignal = tuple[np.ndarray, str, str, str]
-"""One frame's (grid, exactness, note, picture type)."""
+
+
+class FrameSignal(NamedTuple):
+    """One frame's signal grid, how it was made, and its pixels when the signal's decode made them."""
+
+    grid: np.ndarray
+    exactness: str
+    note: str
+    pict_type: str
+    rgb: np.ndarray | None = None
+    """(H, W, 3) uint8 RGB at the requested ``pixels_hw`` (None when not asked for or not decoded)."""
 
 
 def canonical_codec(codec_name: str) -> str:
@@ -361,7 +371,9 @@ def _decode_error(info: VideoInfo, exc: Exception) -> DecodeError:
     return DecodeError(f"signal decode failed ({exc})", path=info.path, stage="signals")
 
 
-def qp_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+def qp_grids(
+    info: VideoInfo, uniq: list[int], *, config: SignalConfig, pixels_hw: tuple[int, int] | None = None
+) -> dict[int, FrameSignal]:
     """(QP_max − QP) cell means of the frames ``uniq`` (sorted, distinct), from the exported block QP."""
     codec = canonical_codec(info.codec_name)
     if codec not in QP_MAX:
@@ -376,21 +388,28 @@ def qp_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[
     wanted = set(uniq)
     try:
         for item in side_data.iter_frames(
-            info.path, luma=False, block_qp=True, last_index=uniq[-1], thread_count=config.threads
+            info.path,
+            luma=False,
+            block_qp=True,
+            last_index=uniq[-1],
+            thread_count=config.threads,
+            rgb_size=None if pixels_hw is None else (pixels_hw[1], pixels_hw[0]),
+            rgb_frames=wanted if pixels_hw is not None else None,
         ):
             t = item["frame_index"]
             if t not in wanted:
                 continue
             hw = (item["height"], item["width"])
             qp = item["qp"]
+            pict, rgb = item["pict_type"], item.get("rgb")
             if qp is None:
                 grid = np.zeros(grid_shape(*hw, config.cell_size), np.float32)
-                out[t] = (grid, UNAVAILABLE, f"{item['pict_type']} frame: no QP side data", item["pict_type"])
+                out[t] = FrameSignal(grid, UNAVAILABLE, f"{pict} frame: no QP side data", pict, rgb)
                 continue
             unit = side_data.QP_UNIT.get(item["qp_type"], 16)
             score = np.maximum(qmax - _expand(qp, unit, hw).astype(np.float32), 0)
-            note = f"{item['pict_type']} frame: QP {int(qp.min())}–{int(qp.max())} (score = {qmax} − QP)"
-            out[t] = (cell_means(score, config.cell_size), EXACT, note, item["pict_type"])
+            note = f"{pict} frame: QP {int(qp.min())}–{int(qp.max())} (score = {qmax} − QP)"
+            out[t] = FrameSignal(cell_means(score, config.cell_size), EXACT, note, pict, rgb)
     except side_data.SideDataError as exc:
         raise _decode_error(info, exc) from exc
     if all(v[1] == UNAVAILABLE for v in out.values()) and out:
@@ -402,58 +421,195 @@ def qp_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[
     return out
 
 
-PixelMap = Callable[[np.ndarray, np.ndarray, "SignalConfig"], np.ndarray]
-"""(motion magnitude, residual, config) → the per-pixel map a motion signal averages per cell."""
+PixelMap = Callable[[Any, Any, "SignalConfig"], np.ndarray]
+"""(motion magnitude, residual, config) → the per-pixel map a motion signal averages per cell
+(each argument None where the signal does not use it)."""
+
+
+def _cell_counts(height: int, width: int, cell_size: int) -> np.ndarray:
+    """(rows, cols) int64 pixels of each cell inside a height × width frame (``cell_means``' divisor)."""
+    rows, cols = grid_shape(height, width, cell_size)
+    row_n = np.minimum(cell_size, height - cell_size * np.arange(rows))
+    col_n = np.minimum(cell_size, width - cell_size * np.arange(cols))
+    return np.outer(row_n, col_n)
+
+
+def _unit_order_statistics(
+    values: np.ndarray, unit: int, height: int, width: int
+) -> Callable[[tuple[int, int]], tuple[np.generic, np.generic]]:
+    """Order statistics of the per-pixel map that repeats each unit cell of ``values`` over its pixels."""
+    flat = values.ravel()
+    counts = _cell_counts(height, width, unit).ravel()
+
+    def select(ranks: tuple[int, int]) -> tuple[np.generic, np.generic]:
+        if counts.min() == counts.max():  # equal cells: pixel rank r is unit rank r // count
+            c = int(counts[0])
+            part = np.partition(flat, np.unique([r // c for r in ranks]))
+            return part[ranks[0] // c], part[ranks[1] // c]
+        order = np.argsort(flat, kind="stable")
+        ends = np.cumsum(counts[order])
+        picks = np.searchsorted(ends, np.asarray(ranks), side="right")
+        return flat[order[picks[0]]], flat[order[picks[1]]]
+
+    return select
+
+
+def _residual_order_statistics(
+    motion: motion_kernel.MotionResidual,
+) -> Callable[[tuple[int, int]], tuple[np.generic, np.generic]]:
+    """Order statistics of the residual map whose keys (``|r| * RESIDUAL_SCALE``) the kernel wrote."""
+
+    def select(ranks: tuple[int, int]) -> tuple[np.generic, np.generic]:
+        lo, hi = motion_kernel.residual_order_statistics(motion, ranks)
+        scale = motion_kernel.RESIDUAL_SCALE
+        return np.float32(lo / scale), np.float32(hi / scale)
+
+    return select
+
+
+def _compiled_cells(
+    kind: str,
+    cur: np.ndarray,
+    refs: dict[int, np.ndarray],
+    mvs: np.ndarray,
+    config: SignalConfig,
+    scratch: motion_kernel.Scratch | None = None,
+) -> tuple[np.ndarray, float, dict[int, Counter[int]]] | None:
+    """The cell means of a motion signal's map from the compiled kernel, or None where it cannot serve.
+
+    Equal to ``cell_means(pixel_map(*motion_compensate(...)))`` of the numpy path, bit for bit
+    (tests/native/test_motion_kernel.py): the same prediction in exact integers, the percentiles
+    of :func:`fuse_mvres` from order statistics the kernel's outputs rank cheaply, and the cell
+    sums in numpy's order.
+
+    Returns
+    -------
+    (cell grid float32, covered share of pixels, inferred distances by direction) or None.
+    """
+    height, width = cur.shape
+    dst_x, dst_y, bw, bh, mx, my, mscale, source = (mvs[:, k] for k in range(8))
+    mscale = np.maximum(mscale, 1).astype(np.float32)
+    hyp = np.hypot(mx.astype(np.float32) / mscale, my.astype(np.float32) / mscale)
+    x0, y0 = dst_x - bw // 2, dst_y - bh // 2
+    unit = int(np.gcd.reduce(np.concatenate([bw, bh, np.abs(x0), np.abs(y0), [0]]).astype(np.int64))) or 1
+    motion = motion_kernel.motion_residual(
+        cur,
+        refs,
+        mvs,
+        hyp,
+        unit=unit,
+        max_distance=config.reference_search,
+        residual=kind != "mv",
+        scratch=scratch,
+    )
+    if motion is None:
+        return None
+    scales: dict[str, Any] = {}
+    if kind == "mvres":
+        n = height * width
+        p_mag = percentile_of_order_statistics(
+            n, config.percentile, _unit_order_statistics(motion.magnitude_units, unit, height, width)
+        )
+        p_res = percentile_of_order_statistics(n, config.percentile, _residual_order_statistics(motion))
+        total = config.mv_weight + config.residual_weight
+        total = total if total > 0 else 1.0
+        scales = {
+            "mv_scale": np.float32(max(p_mag, 1e-6)),
+            "residual_scale": np.float32(max(p_res, 1.0)),
+            "mv_weight": np.float32(config.mv_weight / total),
+            "residual_weight": np.float32(config.residual_weight / total),
+        }
+    sums = motion_kernel.cell_sums(
+        kind, motion, height=height, width=width, cell_size=config.cell_size, **scales
+    )
+    grid = (sums / _cell_counts(height, width, config.cell_size)).astype(np.float32)
+    distances: dict[int, Counter[int]] = {}
+    for direction in (-1, 1):
+        refs_there = any(direction * d in refs for d in range(1, config.reference_search + 1))
+        chosen = motion.distances[np.sign(source) == direction]
+        if chosen.size and refs_there:
+            counts = np.bincount(chosen)
+            distances[direction] = Counter({int(d): int(counts[d]) for d in np.flatnonzero(counts)})
+    return grid, motion.covered_pixels / (height * width), distances
+
+
+def _as_float(luma: np.ndarray) -> np.ndarray:
+    return luma if luma.dtype == np.float32 else luma.astype(np.float32)
 
 
 def _motion_frame(
     t: int,
     window: dict[int, dict[str, Any]],
     *,
-    pixel_map: PixelMap,
+    kind: str,
     proxy: str,
     vectors: bool,
     config: SignalConfig,
+    scratch: motion_kernel.Scratch | None = None,
 ) -> FrameSignal:
     """Grid, exactness, note and picture type of frame t from the decoded window around it."""
     item = window[t]
     cur = item["luma"]
     pict = item["pict_type"]
+    rgb = item.get("rgb")
     mvs = item.get("mvs")
+    pixel_map = _PIXEL_MAPS[kind]
     if vectors and mvs is not None and len(mvs):
         refs = {k - t: window[k]["luma"] for k in window if k != t and abs(k - t) <= config.reference_search}
-        pred, mag, covered, distances = motion_compensate(
-            cur, refs, mvs, max_distance=config.reference_search
-        )
-        residual = np.abs(cur - pred)
-        note = f"{pict} frame: {len(mvs)} vectors, {covered.mean():.0%} of pixels covered; " + (
+        compiled = _compiled_cells(kind, cur, refs, mvs, config, scratch) if cur.dtype == np.uint8 else None
+        if compiled is not None:
+            grid, covered_share, distances = compiled
+        else:
+            pred, mag, covered, distances = motion_compensate(
+                _as_float(cur),
+                {k: _as_float(v) for k, v in refs.items()},
+                mvs,
+                max_distance=config.reference_search,
+            )
+            grid = cell_means(pixel_map(mag, np.abs(_as_float(cur) - pred), config), config.cell_size)
+            covered_share = float(covered.mean())
+        note = f"{pict} frame: {len(mvs)} vectors, {covered_share:.0%} of pixels covered; " + (
             _distance_note(distances)
         )
-        label = EXACT
-    else:
-        other = t - 1 if t - 1 in window else (t + 1 if t + 1 in window else None)
-        why = f"{pict} frame: no motion vectors" if vectors else f"{pict} frame"
-        if other is None:
-            zeros = np.zeros(grid_shape(*cur.shape, config.cell_size), np.float32)
-            return zeros, proxy, f"{why}; no neighbouring frame, grid is zero", pict
-        mag = flow_magnitude(cur, window[other]["luma"], max_side=config.flow_max_side)
-        residual = np.abs(cur - window[other]["luma"])
-        note = f"{why}; proxy against frame {other}"
-        label = proxy
-    return cell_means(pixel_map(mag, residual, config), config.cell_size), label, note, pict
+        return FrameSignal(grid, EXACT, note, pict, rgb)
+    other = t - 1 if t - 1 in window else (t + 1 if t + 1 in window else None)
+    why = f"{pict} frame: no motion vectors" if vectors else f"{pict} frame"
+    if other is None:
+        zeros = np.zeros(grid_shape(*cur.shape, config.cell_size), np.float32)
+        return FrameSignal(zeros, proxy, f"{why}; no neighbouring frame, grid is zero", pict, rgb)
+    neighbour = window[other]["luma"]
+    # Each map is made only where the signal looks at it (the flow is most of a proxy's cost).
+    mag = flow_magnitude(cur, neighbour, max_side=config.flow_max_side) if kind != "residual" else None
+    residual = np.abs(_as_float(cur) - _as_float(neighbour)) if kind != "mv" else None
+    grid = cell_means(pixel_map(mag, residual, config), config.cell_size)
+    return FrameSignal(grid, proxy, f"{why}; proxy against frame {other}", pict, rgb)
 
 
 def _motion_grids(
-    info: VideoInfo, uniq: list[int], config: SignalConfig, *, pixel_map: PixelMap, proxy: str
+    info: VideoInfo,
+    uniq: list[int],
+    config: SignalConfig,
+    *,
+    kind: str,
+    proxy: str,
+    pixels_hw: tuple[int, int] | None,
 ) -> dict[int, FrameSignal]:
-    """Cell means of ``pixel_map`` for the frames ``uniq``, from one decode with motion vectors."""
+    """Cell means of a motion signal for the frames ``uniq``, from one decode with motion vectors.
+
+    With ``pixels_hw`` the same decode also returns each wanted frame's RGB pixels at that
+    size (as ``gateway.decode_frames_rgb`` makes them), so a run decodes the video once.
+    """
     vectors = side_data.exports_motion_vectors(canonical_codec(info.codec_name))
     # Vectors may point up to reference_search frames away; the proxies need one neighbour.
     reach = config.reference_search if vectors else 1
+    # The compiled kernel takes the decoder's uint8 planes; the numpy path works in float32.
+    as_float = not motion_kernel.available()
     pending = list(uniq)  # ascending
     window: dict[int, dict[str, Any]] = {}
     out: dict[int, FrameSignal] = {}
-    frame = functools.partial(_motion_frame, pixel_map=pixel_map, proxy=proxy, vectors=vectors, config=config)
+    frame = functools.partial(
+        _motion_frame, kind=kind, proxy=proxy, vectors=vectors, config=config, scratch=motion_kernel.Scratch()
+    )
     try:
         for item in side_data.iter_frames(
             info.path,
@@ -461,11 +617,15 @@ def _motion_grids(
             motion_vectors=vectors,
             last_index=uniq[-1] + reach,
             thread_count=config.threads,
+            rgb_size=None if pixels_hw is None else (pixels_hw[1], pixels_hw[0]),
+            rgb_frames=set(uniq) if pixels_hw is not None else None,
+            luma_copy=as_float,  # the kernel reads the decoder's planes in place
         ):
             index = item["frame_index"]
             if pending and index < pending[0] - reach:
                 continue  # far from every wanted frame: never kept
-            item["luma"] = item["luma"].astype(np.float32)
+            if as_float:
+                item["luma"] = item["luma"].astype(np.float32)
             window[index] = item
             while pending and pending[0] + reach <= index:
                 t = pending.pop(0)
@@ -485,11 +645,11 @@ def _motion_grids(
     return out
 
 
-def _magnitude(magnitude: np.ndarray, residual: np.ndarray, config: SignalConfig) -> np.ndarray:
+def _magnitude(magnitude: np.ndarray, residual: np.ndarray | None, config: SignalConfig) -> np.ndarray:
     return magnitude
 
 
-def _residual(magnitude: np.ndarray, residual: np.ndarray, config: SignalConfig) -> np.ndarray:
+def _residual(magnitude: np.ndarray | None, residual: np.ndarray, config: SignalConfig) -> np.ndarray:
     return residual
 
 
@@ -503,29 +663,40 @@ def _fused(magnitude: np.ndarray, residual: np.ndarray, config: SignalConfig) ->
     )
 
 
-def mv_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+_PIXEL_MAPS: dict[str, PixelMap] = {"mv": _magnitude, "residual": _residual, "mvres": _fused}
+
+
+def mv_grids(
+    info: VideoInfo, uniq: list[int], *, config: SignalConfig, pixels_hw: tuple[int, int] | None = None
+) -> dict[int, FrameSignal]:
     """Mean motion magnitude per cell (pixels per frame) of the frames ``uniq``."""
-    return _motion_grids(info, uniq, config, pixel_map=_magnitude, proxy=PROXY_FLOW)
+    return _motion_grids(info, uniq, config, kind="mv", proxy=PROXY_FLOW, pixels_hw=pixels_hw)
 
 
-def residual_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+def residual_grids(
+    info: VideoInfo, uniq: list[int], *, config: SignalConfig, pixels_hw: tuple[int, int] | None = None
+) -> dict[int, FrameSignal]:
     """Mean |Y_t − prediction| per cell of the frames ``uniq``."""
-    return _motion_grids(info, uniq, config, pixel_map=_residual, proxy=PROXY_DIFF)
+    return _motion_grids(info, uniq, config, kind="residual", proxy=PROXY_DIFF, pixels_hw=pixels_hw)
 
 
-def mvres_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
+def mvres_grids(
+    info: VideoInfo, uniq: list[int], *, config: SignalConfig, pixels_hw: tuple[int, int] | None = None
+) -> dict[int, FrameSignal]:
     """Cell means of :func:`fuse_mvres` of motion and residual, in [0, 1]."""
-    return _motion_grids(info, uniq, config, pixel_map=_fused, proxy=PROXY_MVRES)
+    return _motion_grids(info, uniq, config, kind="mvres", proxy=PROXY_MVRES, pixels_hw=pixels_hw)
 
 
-def pkt_energy_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) -> dict[int, FrameSignal]:
-    """:func:`packet_energy` of each frame ``uniq``, the same value in every cell."""
+def pkt_energy_grids(
+    info: VideoInfo, uniq: list[int], *, config: SignalConfig, pixels_hw: tuple[int, int] | None = None
+) -> dict[int, FrameSignal]:
+    """:func:`packet_energy` of each frame ``uniq``, the same value in every cell (no decode: no pixels)."""
     values = packet_energy(info, uniq, radius=config.pkt_radius)
     shape = grid_shape(info.height, info.width, config.cell_size)
     out: dict[int, FrameSignal] = {}
     for t, v in zip(uniq, values.tolist(), strict=True):
         note = "keyframe: 0 by definition" if info.packet_is_keyframe[t] else f"energy {v:.3f}"
-        out[t] = (np.full(shape, v, np.float32), EXACT, note, "?")
+        out[t] = FrameSignal(np.full(shape, v, np.float32), EXACT, note, "?")
     return out
 
 
@@ -533,8 +704,9 @@ def pkt_energy_grids(info: VideoInfo, uniq: list[int], *, config: SignalConfig) 
 class SignalKind(Variant):
     """A signal entry: its grid function, the normalisation its values need and its gap warning.
 
-    ``function(info, uniq, *, config)`` maps each of the sorted distinct frames ``uniq`` to
-    its FrameSignal. ``gap_code`` and ``gap_note`` (formatted with the first gap's
+    ``function(info, uniq, *, config, pixels_hw=None)`` maps each of the sorted distinct frames
+    ``uniq`` to its FrameSignal (with the frame's RGB pixels at ``pixels_hw`` when its decode
+    can make them). ``gap_code`` and ``gap_note`` (formatted with the first gap's
     ``exactness``) report frames it could only approximate while others were exact.
     """
 
@@ -636,6 +808,9 @@ class SignalGrids(_ShapeRepr):
     pict_types: tuple[str, ...]
     """Per frame 'I', 'P', 'B', … or '?' when the signal needed no decode."""
     warnings: tuple[RunWarning, ...] = ()
+    pixels: np.ndarray | None = None
+    """(n, H, W, 3) uint8 RGB of the requested frames at ``pixels_hw`` when it was asked for and
+    the signal's own decode made them (None otherwise: ``pkt_energy`` decodes nothing)."""
 
     def __post_init__(self) -> None:
         n = self.frame_indices.shape[0]
@@ -643,6 +818,11 @@ class SignalGrids(_ShapeRepr):
         _require(self.frame_indices.dtype == np.int32, f"{self.frame_indices.dtype = } != int32")
         lengths = (len(self.grids), len(self.frame_exactness), len(self.notes), len(self.pict_types))
         _require(all(k == n for k in lengths), f"per-frame lengths {lengths} differ from {n = }")
+        if self.pixels is not None:
+            _require(
+                self.pixels.ndim == 4 and self.pixels.shape[0] == n and self.pixels.dtype == np.uint8,
+                f"{self.pixels.shape = }, {self.pixels.dtype = }, {n = }",
+            )
         _require(self.kind in SIGNAL_KINDS, f"{self.kind = } not in {SIGNAL_KINDS}")
         _require(self.cell_size >= 1, f"{self.cell_size = } must be >= 1")
         shapes = {g.shape for g in self.grids}
@@ -659,7 +839,13 @@ def _require(cond: bool, message: str) -> None:
         raise ValueError(message)
 
 
-def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: SignalConfig) -> SignalGrids:
+def compute_signals(
+    info: VideoInfo,
+    frame_indices: np.ndarray,
+    *,
+    config: SignalConfig,
+    pixels_hw: tuple[int, int] | None = None,
+) -> SignalGrids:
     """Per-cell signal grids of the requested frames, from one decode in presentation order.
 
     Parameters
@@ -667,10 +853,14 @@ def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: Signa
     info : probe result (path, codec, size, packet sizes and keyframe flags).
     frame_indices : (n,) int, 0-based presentation order; any order, repeats allowed.
     config : the signal kind and its parameters.
+    pixels_hw : (H, W): also return the frames' RGB pixels at that size from the same decode
+        (area-filtered, as ``native.gateway.decode_frames_rgb`` scales them), so a caller that
+        needs both decodes the video once.
 
     Returns
     -------
-    SignalGrids with n grids of shape (ceil(H / cell_size), ceil(W / cell_size)) float32 ≥ 0:
+    SignalGrids with n grids of shape (ceil(H / cell_size), ceil(W / cell_size)) float32 ≥ 0
+    (and ``pixels`` (n, H, W, 3) when ``pixels_hw`` was given and the signal decodes):
 
     * ``mv``: mean motion magnitude per cell in pixels per frame. Codecs that export vectors
       (H.264, MPEG-4): |vector| / inferred reference distance (exact). Others, and frames
@@ -690,7 +880,7 @@ def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: Signa
     ids = _check_indices(info, frame_indices)
     signal = SIGNALS.lookup(config.kind)
     uniq = sorted({int(i) for i in ids})
-    per = signal.function(info, uniq, config=config) if uniq else {}
+    per = signal.function(info, uniq, config=config, pixels_hw=pixels_hw) if uniq else {}
     missing = [t for t in uniq if t not in per]
     if missing:
         raise DecodeError(
@@ -705,6 +895,11 @@ def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: Signa
         listed = ", ".join(map(str, off[:8])) + (f" and {len(off) - 8} more" if len(off) > 8 else "")
         what = signal.gap_note.format(exactness=per[off[0]][1])
         warnings.append(RunWarning(signal.gap_code, f"frames {listed}: {what}"))
+    pixels = None
+    if pixels_hw is not None and rows and all(r.rgb is not None for r in rows):
+        pixels = np.empty((len(rows), *pixels_hw, 3), np.uint8)
+        for row, r in enumerate(rows):
+            pixels[row] = r.rgb
     return SignalGrids(
         frame_indices=ids,
         grids=tuple(r[0] for r in rows),
@@ -715,4 +910,5 @@ def compute_signals(info: VideoInfo, frame_indices: np.ndarray, *, config: Signa
         notes=tuple(r[2] for r in rows),
         pict_types=tuple(r[3] for r in rows),
         warnings=tuple(warnings),
+        pixels=pixels,
     )

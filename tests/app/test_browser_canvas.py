@@ -201,6 +201,17 @@ def test_coverage_and_round_trip(setup: Setup, page: Any) -> None:
     assert bars == np.unique(result.candidates.frame_indices).size
 
 
+def test_the_prompt_box_shows_the_llava_ov2_prompt_of_the_canvases(setup: Setup, page: Any) -> None:
+    from backend.payload import prompt_for_result
+
+    want = prompt_for_result(setup.result, compact=True)
+    assert want.startswith("<0.0 seconds><|vision_start|><|image_pad|>×")
+    box = page.locator("#canvas_prompt textarea")
+    box.scroll_into_view_if_needed()
+    assert box.input_value() == want
+    screenshot(page, "canvas_prompt.png")
+
+
 def test_import_panel_opens_the_imported_run(setup: Setup, page: Any) -> None:
     page.get_by_role("tab", name="Run").click()
     page.get_by_text("Import a codec-video-prep output directory").click()

@@ -1,0 +1,167 @@
+"""A frame's motion-compensated residual and motion magnitude, in one compiled pass (or None)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from native.compiled import kernels as _kernels
+
+RESIDUAL_SCALE = 2048
+"""Residual keys are ``|Y - prediction| * RESIDUAL_SCALE``: every prediction is exact at that scale."""
+MAX_RESIDUAL_KEY = 255 * RESIDUAL_SCALE
+
+CELL_MODES: dict[str, int] = {"mv": 0, "residual": 1, "mvres": 2}
+"""The maps :func:`cell_sums` can sum, by signal name."""
+
+
+@dataclass(frozen=True)
+class MotionResidual:
+    """What :func:`motion_residual` computed for one frame."""
+
+    residual_keys: np.ndarray | None
+    """(H, W) int32, ``|Y - prediction| * RESIDUAL_SCALE`` (None when not asked for)."""
+    magnitude_units: np.ndarray
+    """(ceil(H / unit), ceil(W / unit)) float32, motion per frame in pixels, averaged over the
+    directions that cover each unit cell (0 where none does)."""
+    unit: int
+    distances: np.ndarray
+    """(N,) int32, the reference distance inferred for each vector (0: vector not used)."""
+    covered_pixels: int
+    coarse_histogram: np.ndarray | None = None
+    """(256,) int64 counts of ``residual_keys >> 11`` (the residual's integer part)."""
+
+
+class Scratch:
+    """Work arrays :func:`motion_residual` reuses from frame to frame of one size (fresh large
+    arrays cost a page fault per 4 KiB on every frame). Not shared between threads."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[tuple[str, tuple[int, ...]], np.ndarray] = {}
+
+    def get(self, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+        key = (name, shape)
+        if key not in self._arrays:
+            self._arrays = {k: v for k, v in self._arrays.items() if k[0] != name}
+            self._arrays[key] = np.empty(shape, dtype)
+        return self._arrays[key]
+
+
+def available() -> bool:
+    """Whether the compiled kernel was built (the numpy path serves otherwise)."""
+    return _kernels is not None
+
+
+def motion_residual(
+    current: np.ndarray,
+    references: dict[int, np.ndarray],
+    mvs: np.ndarray,
+    hypot: np.ndarray,
+    *,
+    unit: int,
+    max_distance: int,
+    residual: bool = True,
+    scratch: Scratch | None = None,
+) -> MotionResidual | None:
+    """Rebuild the inter prediction of ``current`` from its exported vectors, in integers.
+
+    Same model as ``backend.stages.signals.motion_compensate`` (bilinear prediction on
+    OpenCV's 1/32-pixel grid with replicated borders, the reference of each vector inferred
+    as the least-SAD frame at distance 1..max_distance in its direction, bi-directional
+    pixels averaged, uncovered pixels predicted by the nearest past, else future, frame) and
+    the same numbers: the test suite compares them bit for bit.
+
+    Parameters
+    ----------
+    current : (H, W) uint8 luma.
+    references : display offset (-d past, +d future) → (H, W) uint8 luma.
+    mvs : (N, 8) int32 in ``native.side_data.MV_COLUMNS`` order.
+    hypot : (N,) float32, ``np.hypot(dx, dy)`` of each vector in pixels (numpy's float32 hypot).
+    unit : grid side every block and offset is a multiple of (their gcd).
+    max_distance : largest |offset| tried.
+    residual : whether to compute the residual keys.
+    scratch : work arrays to reuse; the returned ``residual_keys`` live there until the next
+        call with the same scratch.
+
+    Returns
+    -------
+    MotionResidual, or None when the kernel is not built or cannot reproduce the numpy path
+    exactly on these vectors (off the 1/32 grid, or overlapping blocks).
+    """
+    if _kernels is None:
+        return None
+    h, w = current.shape
+    refs = tuple(references.get(k) if k else None for k in range(-max_distance, max_distance + 1))
+    mvs = np.ascontiguousarray(mvs, dtype=np.int32)
+    hypot = np.ascontiguousarray(hypot, dtype=np.float32)
+    scratch = scratch or Scratch()
+    keys = scratch.get("keys", (h, w), np.int32) if residual else None
+    mag = np.empty((-(-h // unit), -(-w // unit)), np.float32)
+    dist = np.empty(mvs.shape[0], np.int32)
+    coarse = np.empty(256, np.int64) if residual else None
+    status, covered = _kernels.motion_residual(current, refs, mvs, hypot, unit, keys, mag, dist, coarse)
+    if status:
+        return None
+    return MotionResidual(keys, mag, unit, dist, int(covered), coarse)
+
+
+def residual_order_statistics(motion: MotionResidual, ranks: tuple[int, int]) -> tuple[int, int]:
+    """The residual keys of two ranks (0-based, ascending, ``ranks[0] <= ranks[1]``), without sorting.
+
+    The kernel's histogram of ``key >> 11`` finds the bins of the ranks; one more pass counts the
+    keys of those bins. Both histograms stay in cache, where one of every key (522 241 bins)
+    would miss on most pixels.
+    """
+    assert _kernels is not None and motion.residual_keys is not None and motion.coarse_histogram is not None
+    ends = np.cumsum(motion.coarse_histogram)
+    bins = np.searchsorted(ends, np.asarray(ranks), side="right")
+    lo_bin, hi_bin = int(bins[0]), int(bins[1])
+    fine = np.empty((hi_bin - lo_bin + 1) * RESIDUAL_SCALE, np.int64)
+    _kernels.key_histogram(motion.residual_keys, 0, lo_bin * RESIDUAL_SCALE, fine)
+    before = int(ends[lo_bin - 1]) if lo_bin else 0
+    fine_ends = np.cumsum(fine) + before
+    picks = np.searchsorted(fine_ends, np.asarray(ranks), side="right")
+    return lo_bin * RESIDUAL_SCALE + int(picks[0]), lo_bin * RESIDUAL_SCALE + int(picks[1])
+
+
+def cell_sums(
+    kind: str,
+    motion: MotionResidual,
+    *,
+    height: int,
+    width: int,
+    cell_size: int,
+    mv_scale: float = 1.0,
+    residual_scale: float = 1.0,
+    mv_weight: float = 0.5,
+    residual_weight: float = 0.5,
+) -> np.ndarray:
+    """Per-cell float64 sums of a motion signal's per-pixel map, in numpy's reduction order.
+
+    ``kind`` ``mv`` sums the magnitude, ``residual`` the residual, ``mvres`` the fused map
+    ``clip(clip(mv / mv_scale, 0, 1) * mv_weight + min(res / residual_scale, 1) * residual_weight,
+    0, 1)`` (float32 operations, as ``fuse_mvres``; the scales and weights are float32).
+
+    Returns
+    -------
+    (ceil(H / cell_size), ceil(W / cell_size)) float64, equal to the sums ``cell_means``
+    takes of the same map.
+    """
+    assert _kernels is not None
+    out = np.empty((-(-height // cell_size), -(-width // cell_size)), np.float64)
+    _kernels.cell_sums(
+        CELL_MODES[kind],
+        motion.residual_keys,
+        motion.magnitude_units,
+        height,
+        width,
+        motion.unit,
+        cell_size,
+        float(mv_scale),
+        float(residual_scale),
+        float(mv_weight),
+        float(residual_weight),
+        out,
+    )
+    return out

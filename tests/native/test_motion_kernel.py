@@ -1,0 +1,167 @@
+"""The compiled motion kernel gives the numpy path's motion, residual and mvres grids bit for bit.
+
+The numpy/OpenCV implementation (``signals.motion_compensate``, ``cell_means``, ``fuse_mvres``)
+is what every motion signal computed before the kernel existed and what serves where it is not
+built; each test below compares the two on the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.stages import signals as sig
+from backend.stages.probe import ProbeConfig, probe
+from native import gateway, side_data
+from native import motion as motion_kernel
+from native.compiled import COMPILED_KERNEL
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+KINDS = ("mv", "residual", "mvres")
+pytestmark = pytest.mark.skipif(not COMPILED_KERNEL, reason="native._kernels not built (no compiler)")
+
+
+def numpy_path(
+    kind: str, cur: np.ndarray, refs: dict[int, np.ndarray], mvs: np.ndarray, config: sig.SignalConfig
+) -> tuple[np.ndarray, float, dict[int, Counter[int]]]:
+    """The signal's cell grid, covered share and distances as the numpy path computes them."""
+    cur32 = cur.astype(np.float32)
+    pred, mag, covered, dist = sig.motion_compensate(
+        cur32, {k: v.astype(np.float32) for k, v in refs.items()}, mvs, max_distance=config.reference_search
+    )
+    grid = sig.cell_means(sig._PIXEL_MAPS[kind](mag, np.abs(cur32 - pred), config), config.cell_size)
+    return grid, float(covered.mean()), dist
+
+
+def assert_same(kind: str, cur, refs, mvs, config, what: str) -> None:
+    got = sig._compiled_cells(kind, cur, refs, mvs, config)
+    assert got is not None, f"{what}: the kernel declined"
+    grid, share, dist = got
+    want_grid, want_share, want_dist = numpy_path(kind, cur, refs, mvs, config)
+    assert grid.dtype == np.float32 and grid.shape == want_grid.shape, what
+    assert np.array_equal(grid, want_grid), f"{what}: max |diff| {np.abs(grid - want_grid).max()}"
+    assert share == want_share and dist == want_dist, what
+
+
+@pytest.fixture(scope="module")
+def windows() -> dict[str, dict[int, dict]]:
+    """Every frame (luma + vectors) of two real H.264 clips: with B-frames, and without."""
+    out = {}
+    for name, last in (("real_h264_film_friday.mp4", 40), ("real_h264_static_parkinglot.mp4", 24)):
+        out[name] = {
+            item["frame_index"]: item
+            for item in side_data.iter_frames(DATA / name, luma=True, motion_vectors=True, last_index=last)
+        }
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("clip", ["real_h264_film_friday.mp4", "real_h264_static_parkinglot.mp4"])
+def test_kernel_equals_numpy_on_every_frame_of_real_clips(windows, clip) -> None:
+    frames = windows[clip]
+    configs = {k: sig.SignalConfig(kind=k) for k in KINDS}
+    checked = 0
+    for t, item in frames.items():
+        if not len(item["mvs"]) or t + 4 > max(frames):
+            continue
+        refs = {k - t: frames[k]["luma"] for k in frames if k != t and abs(k - t) <= 4}
+        for kind in KINDS:
+            assert_same(kind, item["luma"], refs, item["mvs"], configs[kind], f"{clip} frame {t} {kind}")
+        checked += 1
+    assert checked >= 20
+
+
+def test_kernel_equals_numpy_with_other_settings(windows) -> None:
+    """Cell sizes other than 16 (partial edge cells, runs numpy sums in other orders), other
+    weights and percentiles, and a shorter reference search."""
+    frames = windows["real_h264_film_friday.mp4"]
+    configs = [
+        sig.SignalConfig(kind="mvres", cell_size=7, mv_weight=3.0, residual_weight=0.25, percentile=60),
+        sig.SignalConfig(kind="mvres", cell_size=32, percentile=100, reference_search=2),
+        sig.SignalConfig(kind="residual", cell_size=200),
+        sig.SignalConfig(kind="mv", cell_size=1, reference_search=1),
+        sig.SignalConfig(kind="mvres", cell_size=8, residual_weight=0.0),
+    ]
+    for t in (3, 10):  # a B frame (both directions), a P frame
+        for config in configs:
+            reach = config.reference_search
+            refs = {k - t: frames[k]["luma"] for k in frames if k != t and abs(k - t) <= reach}
+            assert_same(config.kind, frames[t]["luma"], refs, frames[t]["mvs"], config, f"frame {t} {config}")
+
+
+def synthetic(rng: np.random.Generator, *, scale: int, h: int = 40, w: int = 56) -> tuple:
+    """A frame, four references and 8×8 vectors on its block grid, some pointing past the borders."""
+    cur = rng.integers(0, 256, (h, w), dtype=np.uint8)
+    refs = {d: rng.integers(0, 256, (h, w), dtype=np.uint8) for d in (-2, -1, 1, 2)}
+    rows = []
+    for by in range(0, h, 8):
+        for bx in range(0, w, 8):
+            source = int(rng.choice([-1, 1]))
+            mx, my = (int(v) for v in rng.integers(-20 * scale, 20 * scale, 2))
+            rows.append([bx + 4, by + 4, 8, 8, mx, my, scale, source])
+            if rng.random() < 0.3:  # bi-predicted: the other direction on the same block
+                rows.append([bx + 4, by + 4, 8, 8, -mx, my // 2, scale, -source])
+    return cur, refs, np.asarray(rows, np.int32)
+
+
+@pytest.mark.parametrize("scale", [1, 2, 4, 32])
+def test_kernel_equals_numpy_on_synthetic_vectors(scale) -> None:
+    """Whole-pixel, half-, quarter- and 1/32-pel vectors, many reaching past the frame (clamped taps)."""
+    rng = np.random.default_rng(scale)
+    for trial in range(4):
+        cur, refs, mvs = synthetic(rng, scale=scale)
+        for kind in KINDS:
+            config = sig.SignalConfig(kind=kind, cell_size=16, reference_search=2)
+            assert_same(kind, cur, refs, mvs, config, f"scale {scale} trial {trial} {kind}")
+
+
+def test_kernel_declines_what_it_cannot_reproduce() -> None:
+    rng = np.random.default_rng(9)
+    cur, refs, mvs = synthetic(rng, scale=4)
+    hyp = np.ones(mvs.shape[0], np.float32)
+    assert motion_kernel.motion_residual(cur, refs, mvs, hyp, unit=8, max_distance=2) is not None
+    off_grid = mvs.copy()
+    off_grid[:, 6] = 3  # thirds of a pixel: not on OpenCV's 1/32 grid
+    off_grid[:, 4] = 1
+    assert motion_kernel.motion_residual(cur, refs, off_grid, hyp, unit=8, max_distance=2) is None
+    overlapping = np.concatenate([mvs, mvs[:1]])  # one block listed twice in its direction
+    hyp2 = np.ones(overlapping.shape[0], np.float32)
+    assert motion_kernel.motion_residual(cur, refs, overlapping, hyp2, unit=8, max_distance=2) is None
+    # ... and the signal falls back to the numpy path for such frames, with the same grid.
+    config = sig.SignalConfig(kind="mvres", reference_search=2)
+    window = {0: {"luma": cur, "pict_type": "P", "mvs": off_grid}} | {
+        d: {"luma": refs[d], "pict_type": "P"} for d in refs
+    }
+    got = sig._motion_frame(0, window, kind="mvres", proxy=sig.PROXY_MVRES, vectors=True, config=config)
+    assert np.array_equal(got.grid, numpy_path("mvres", cur, refs, off_grid, config)[0])
+
+
+def test_residual_order_statistics_are_the_sorted_keys() -> None:
+    rng = np.random.default_rng(2)
+    cur, refs, mvs = synthetic(rng, scale=4)
+    motion = motion_kernel.motion_residual(
+        cur, refs, mvs, np.ones(mvs.shape[0], np.float32), unit=8, max_distance=2
+    )
+    assert motion is not None and motion.residual_keys is not None
+    ordered = np.sort(motion.residual_keys, axis=None)
+    for ranks in ((0, 1), (100, 101), (ordered.size - 2, ordered.size - 1), (7, 7)):
+        assert motion_kernel.residual_order_statistics(motion, ranks) == tuple(int(ordered[r]) for r in ranks)
+    assert int(motion.coarse_histogram.sum()) == ordered.size
+
+
+def test_one_decode_gives_the_signal_and_the_pixels() -> None:
+    """compute_signals(pixels_hw=...) returns the frames gateway.decode_frames_rgb decodes."""
+    info = probe(DATA / "real_h264_film_friday.mp4", config=ProbeConfig())
+    ids = np.asarray([3, 17, 17, 40], np.int32)
+    alone = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="mvres"))
+    both = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="mvres"), pixels_hw=(224, 308))
+    assert alone.pixels is None and both.pixels is not None and both.pixels.shape == (4, 224, 308, 3)
+    assert all(np.array_equal(a, b) for a, b in zip(alone.grids, both.grids, strict=True))
+    frames = gateway.decode_frames_rgb(info.path, ids.tolist(), out_width=308, out_height=224)
+    for row, fid in enumerate(ids.tolist()):
+        assert np.array_equal(both.pixels[row], frames[fid]), fid
+    energy = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="pkt_energy"), pixels_hw=(224, 308))
+    assert energy.pixels is None  # no decode, no pixels
