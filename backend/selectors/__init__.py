@@ -23,6 +23,7 @@ from backend.config import Registry, Variant
 from backend.pipeline import FRONT_OPTIONS, SCORE_OPTIONS, SelectionOptions, run
 from backend.selectors.llava_ov2.options import LlavaOv2Options
 from backend.selectors.llava_ov2.run import select_llava_ov2
+from backend.selectors.onevision import OnevisionOptions, select_onevision
 from backend.selectors.uniform import UniformOptions, select_uniform
 
 
@@ -74,8 +75,13 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             resumable=True,
             front_options=LlavaOv2Options.FRONT_OPTIONS,
         ),
-        # onevision (OneVision-Encoder's global top-K): its row is added with
-        # backend/selectors/onevision.py (SelectorSpec("onevision", select_onevision, …, OneVisionOptions)).
+        SelectorSpec(
+            "onevision",
+            select_onevision,
+            "OneVision-Encoder's LLaVA-NeXT codec path: frame 0 whole, then a global (or per time bucket) "
+            "top-K of motion+residual patches over a letterboxed square",
+            OnevisionOptions,
+        ),
         SelectorSpec(
             "uniform",
             select_uniform,
