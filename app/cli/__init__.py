@@ -1,4 +1,4 @@
-"""Command-line entry point: ``codec-lens select|reselect|sessions|app|compare|export|import|luma-bias``.
+"""Entry point: ``codec-lens select|reselect|sessions|app|compare|export|import|luma-bias|batch``.
 
 Each sub-command is a module of this package with ``add_parser(subparsers)`` and ``run(args)``.
 The commands that run native decoders or encoders run in a forked child (:func:`entry`), so
@@ -28,9 +28,17 @@ from app.cli.common import EXIT_INTERRUPTED, Parser, fail
 CORE_COMMANDS = ("select", "reselect", "sessions", "app")
 _CORE_MODULES = {"select": select, "reselect": reselect, "sessions": sessions, "app": app}
 # Command → module of this package, in the order they are listed in --help.
-TOOL_COMMANDS = {"luma-bias": "luma", "compare": "compare", "export": "export", "import": "importer"}
+TOOL_COMMANDS = {
+    "luma-bias": "luma",
+    "compare": "compare",
+    "export": "export",
+    "import": "importer",
+    "batch": "batch",
+}
 NATIVE_COMMANDS = ("select", "reselect", "compare", "luma-bias", "export", "import")
-"""The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child."""
+"""The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child.
+``batch`` is not one: its own process only lists files, and each video runs in a worker
+process of its engine, whose crash is that video's row (backend.batch.local, ray_engine)."""
 # app.workers.ABORT_STAGE_ENV (not imported: it would add to every start-up). Tests only.
 _ABORT_STAGE_ENV = "CODEC_LENS_TEST_ABORT_STAGE"
 _CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)

@@ -9,7 +9,7 @@ import duckdb
 from backend.errors import StoreError
 from backend.store.base import StoreBase
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 # Version 1 lacked the run's warnings and the per-frame bad-frame reason; the
@@ -118,6 +118,23 @@ _MIGRATIONS = {
     # Version 4: which process runs a ``running`` run (host:pid:start), so that a run whose
     # process was killed is marked failed when the store is next opened.
     4: ["ALTER TABLE runs ADD COLUMN owner VARCHAR"],
+    # -- datasets (issue 17): one step of new tables only, nothing else changed, so that it can
+    # be renumbered as a whole when it meets another branch's version 5. ``datasets`` is one
+    # batch output folder; ``dataset_videos`` its summary rows (the columns of batch.parquet,
+    # backend.store.datasets.SUMMARY_COLUMNS), whose run_id joins the runs table.
+    5: [
+        """CREATE TABLE datasets (
+            dataset_id VARCHAR PRIMARY KEY, out_dir VARCHAR NOT NULL, input_path VARCHAR, selector VARCHAR,
+            preset VARCHAR, options_json JSON, engine VARCHAR, videos INTEGER, done INTEGER, failed INTEGER,
+            skipped INTEGER, created_at TIMESTAMP, updated_at TIMESTAMP)""",
+        """CREATE TABLE dataset_videos (
+            dataset_id VARCHAR NOT NULL, path VARCHAR NOT NULL, rel_path VARCHAR, content_sha256 VARCHAR,
+            status VARCHAR NOT NULL, error VARCHAR, selector VARCHAR, codec_name VARCHAR, width INTEGER,
+            height INTEGER, duration_secs DOUBLE, total_frames INTEGER, frames INTEGER, "groups" INTEGER,
+            canvases INTEGER, tokens INTEGER, valid_tokens INTEGER, temporal_coverage DOUBLE,
+            warnings INTEGER, warning_codes VARCHAR, seconds DOUBLE, output_dir VARCHAR, options_key VARCHAR,
+            run_id VARCHAR)""",
+    ],
 }
 
 
