@@ -159,16 +159,16 @@ def list_folder(root: Path, *, skip: Path | None = None) -> Listing:
             entries.append(Entry(str(path), rel, error=f"{path}: {what} ({error.strerror or error})"))
             continue
         try:
-            kind = sniff_container(_head(path))
+            head = _head(path)
+            kind = sniff_container(head)
         except OSError as exc:
             entries.append(Entry(str(path), rel, error=f"{path}: cannot read ({exc.strerror or exc})"))
             continue
         if kind is not None:
             entries.append(Entry(str(path), rel))
         elif path.suffix.lower() in VIDEO_SUFFIXES:
-            entries.append(
-                Entry(str(path), rel, error=f"{path}: is named like a video but its content is not a video")
-            )
+            what = "is empty (0 bytes)" if not head else "is named like a video, but its content is not one"
+            entries.append(Entry(str(path), rel, error=f"{path}: {what}"))
         else:
             ignored += 1
     return Listing("folder", tuple(entries), ignored_files=ignored)
