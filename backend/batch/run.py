@@ -165,9 +165,10 @@ def plan_batch(source: str | Path, out_dir: str | Path, *, config: BatchConfig) 
         if record is not None:
             records[len(tasks) - 1] = record
     stored: set[str] = set()
-    if session_db is not None and records:
+    if session_db is not None:
         from backend.store import SessionStore
 
+        # Opened here first: it creates (or migrates) the file before workers open it at once.
         with SessionStore(session_db) as store:
             stored = store.done_runs(r["row"].get("run_id") or "" for r in records.values())
     to_run, to_run_indices = [], []
