@@ -57,6 +57,21 @@ def code_root() -> Path:
     return Path(backend.__file__).resolve().parents[1]
 
 
+def local_ray_options(cpus: int | None) -> dict[str, Any]:
+    """``ray.init`` arguments of the private local Ray a batch starts: ``cpus`` CPUs, no
+    dashboard, on 127.0.0.1 only, quiet; its workers import the code this process runs (a
+    checkout as well as an install) and keep OpenBLAS to one thread."""
+    return {
+        "num_cpus": cpus,
+        "include_dashboard": False,
+        "_node_ip_address": "127.0.0.1",
+        "logging_level": logging.WARNING,
+        "log_to_driver": False,
+        "configure_logging": False,
+        "runtime_env": {"env_vars": {"PYTHONPATH": str(code_root()), "OPENBLAS_NUM_THREADS": "1"}},
+    }
+
+
 def run_ray(
     tasks: Sequence[UnitTask],
     *,
@@ -83,16 +98,7 @@ def run_ray(
     started = False
     if not ray.is_initialized():
         if address is None:
-            ray.init(
-                num_cpus=workers,
-                include_dashboard=False,
-                _node_ip_address="127.0.0.1",
-                logging_level=logging.WARNING,
-                log_to_driver=False,
-                configure_logging=False,
-                # Workers import the code this driver runs (a checkout, not only an install).
-                runtime_env={"env_vars": {"PYTHONPATH": str(code_root()), "OPENBLAS_NUM_THREADS": "1"}},
-            )
+            ray.init(**local_ray_options(workers))
         else:
             ray.init(
                 address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=False
