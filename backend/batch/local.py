@@ -16,6 +16,7 @@ from backend.errors import PipelineError
 
 RowCallback = Callable[[dict[str, Any]], None]
 _STOP_TIMEOUT_SECS = 5.0
+_PRELOAD = ("backend.pipeline.runner", "backend.cvp_format", "backend.runs", "backend.store")
 _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
 
 
@@ -60,10 +61,14 @@ def remove_partials(task: UnitTask) -> None:
 
 def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
     """A worker: run the units that arrive on ``conn``, one at a time, until told to stop."""
+    import importlib
+
     from backend.batch.unit import run_unit
 
     # Ctrl-C reaches the whole process group: the parent ends us, after its own clean-up.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in _PRELOAD:  # now, so that the first video's seconds are its own
+        importlib.import_module(name)
     conn.send(("ready", os.getpid()))
     while True:
         try:
