@@ -17,6 +17,7 @@ from backend.batch.local import AbortSwitch, RowCallback, remove_partials
 from backend.batch.unit import UnitTask, failed_row
 from backend.errors import InputError
 
+AGENT_START_TIMEOUT_MS = 300_000
 IN_FLIGHT_PER_CPU = 2
 """Tasks submitted ahead per cluster CPU: enough to keep every worker busy, few enough that
 a Ctrl-C has little to cancel and a million-video batch holds few object refs."""
@@ -69,6 +70,9 @@ def local_ray_options(cpus: int | None) -> dict[str, Any]:
         "log_to_driver": False,
         "configure_logging": False,
         "runtime_env": {"env_vars": {"PYTHONPATH": str(code_root()), "OPENBLAS_NUM_THREADS": "1"}},
+        # The raylet waits this long for its agent process to start; on a loaded 2-core machine
+        # the default was too short and Ray's start failed ("Timed out waiting for file …").
+        "_system_config": {"agent_register_timeout_ms": AGENT_START_TIMEOUT_MS},
     }
 
 
