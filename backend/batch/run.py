@@ -244,8 +244,7 @@ def run_batch(
         from backend.store import SessionStore
 
         with SessionStore(Path(config.session_db).expanduser()) as store:
-            if any(r["status"] == "failed" and "worker" in (r.get("error") or "") for r in rows):
-                store.fail_orphaned_runs()  # runs begun by a worker that died
+            store.fail_orphaned_runs()  # runs begun by a worker that died or was ended
             dataset = {
                 "out_dir": str(plan.out_dir),
                 "input_path": str(Path(plan.source).expanduser().resolve()),

@@ -1,9 +1,11 @@
 """One batch unit: one video → its output folder and its summary row; the selector seam of ``batch``.
 
-Everything that depends on which selector runs goes through three functions here:
-:func:`option_names`, :func:`resolve_options` and :func:`_select` (called by :func:`run_unit`).
-Today only ``cvp`` (:class:`~backend.pipeline.SelectionOptions`) runs; the other names are
-accepted by the CLI and refused here with one line until the selector registry exists.
+Everything that depends on which selector runs goes through the four functions of the
+"selector seam" section: :func:`_check_selector`, :func:`_options_class`, :func:`_preset_values`
+and :func:`_select`. Today only ``cvp`` (:class:`~backend.pipeline.SelectionOptions`,
+``pipeline.run``) runs; the other selector names and the presets are accepted by the CLI and
+refused with one line until the selector registry (backend/selectors/) exists, when these four
+become look-ups in it.
 """
 
 from __future__ import annotations
@@ -67,10 +69,7 @@ class UnitTask:
     """Hash the content even when size and modification time match the earlier run's."""
 
 
-def _selection_options_class() -> Any:
-    from backend.pipeline import SelectionOptions
-
-    return SelectionOptions
+# -- the selector seam (backend/selectors/ registry: wire these four) ----------------------------
 
 
 def _check_selector(selector: str, preset: str | None) -> None:
@@ -89,10 +88,44 @@ def _check_selector(selector: str, preset: str | None) -> None:
         )
 
 
+def _options_class(selector: str) -> Any:
+    """The frozen options dataclass of ``selector`` (its fields are its options)."""
+    from backend.pipeline import SelectionOptions
+
+    return SelectionOptions
+
+
+def _preset_values(selector: str, preset: str | None) -> dict[str, Any]:
+    """The option values ``preset`` sets for ``selector`` (none without a preset)."""
+    return {}
+
+
+def _select(
+    task: UnitTask, content: str, on_progress: Callable[[str, float], None]
+) -> tuple[Any, str | None]:
+    """Run the task's selector on its video (and store the run): (RunResult, run id or None)."""
+    _check_selector(task.unit.selector, task.unit.preset)  # registry: look the selector up here
+    if task.session_db is not None:
+        from backend.runs import select_and_store
+        from backend.store import SessionStore
+
+        with SessionStore(task.session_db) as store:
+            run_id, result = select_and_store(
+                task.path, store, options=task.unit.options, on_progress=on_progress, content=content
+            )
+        return result, run_id
+    from backend.pipeline import run
+
+    return run(task.path, options=task.unit.options, on_progress=on_progress), None
+
+
+# -- options ---------------------------------------------------------------------------------------
+
+
 def option_names(selector: str) -> tuple[str, ...]:
     """The option names of ``selector`` (manifest columns with these names are per-video options)."""
     _check_selector(selector, None)
-    return tuple(f.name for f in dataclasses.fields(_selection_options_class()))
+    return tuple(f.name for f in dataclasses.fields(_options_class(selector)))
 
 
 def _coerce(value: Any, kind: type, name: str) -> Any:
@@ -136,9 +169,9 @@ def resolve_options(
     ValueError : unknown or unavailable selector or preset, unknown option, invalid value.
     """
     _check_selector(selector, preset)
-    cls = _selection_options_class()
+    cls = _options_class(selector)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    given = dict(overrides or {})
+    given = {**_preset_values(selector, preset), **(overrides or {})}
     unknown = sorted(set(given) - set(fields))
     if unknown:
         raise ValueError(
@@ -153,26 +186,6 @@ def resolve_options(
     values["workers"] = 1
     options = cls(**values)
     return UnitOptions(selector=selector, preset=preset, options=options, key=options_key(selector, options))
-
-
-def _select(
-    task: UnitTask, content: str, on_progress: Callable[[str, float], None]
-) -> tuple[Any, str | None]:
-    """Run the task's selector on its video (and store the run): (RunResult, run id or None)."""
-    if task.unit.selector != "cvp":  # the registry's dispatch goes here (see the module docstring)
-        _check_selector(task.unit.selector, task.unit.preset)
-    if task.session_db is not None:
-        from backend.runs import select_and_store
-        from backend.store import SessionStore
-
-        with SessionStore(task.session_db) as store:
-            run_id, result = select_and_store(
-                task.path, store, options=task.unit.options, on_progress=on_progress, content=content
-            )
-        return result, run_id
-    from backend.pipeline import run
-
-    return run(task.path, options=task.unit.options, on_progress=on_progress), None
 
 
 # -- the summary row ---------------------------------------------------------------------------------
