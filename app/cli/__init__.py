@@ -60,7 +60,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for name in ("select", "reselect", "sessions"):
         _CORE_MODULES[name].add_parser(sub)
     command = next((a for a in (argv or []) if not a.startswith("-")), None)
-    for tool in [] if command in CORE_COMMANDS else TOOL_COMMANDS:
+    # A tool command builds its own parser only (a batch re-run that skips everything is
+    # mostly start-up); no command, or an unknown one, lists them all.
+    tools = [command] if command in TOOL_COMMANDS else [] if command in CORE_COMMANDS else TOOL_COMMANDS
+    for tool in tools:
         _tool_module(tool).add_parser(sub)
     app.add_parser(sub)
     return parser
