@@ -76,7 +76,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     """
     import gradio as gr
 
-    from app.tabs import canvases, compare, inspect, inspect_routes, luma, run, sessions
+    from app.tabs import canvases, compare, dataset, inspect, inspect_routes, luma, run, sessions
     from views.inspector.frame_cache import JpegCache
 
     start_pool(ws)
@@ -86,7 +86,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     with gr.Blocks(title="Codec Lens", delete_cache=(600, 1200)) as demo:
         gr.Markdown("### Codec Lens · what the codec-native selector kept, and why. Press `?` for keys.")
         shared = inspect.build_shared_controls()
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Inspect", id="inspect"):
                 inspect_tab = inspect.build_inspect_tab(ws, shared)
             with gr.Tab("Canvases", id="canvases") as canvas_tab:
@@ -97,6 +97,8 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
                 luma.build_luma_tab(ws)
             with gr.Tab("Run", id="run"):
                 run_tab = run.build_run_tab(ws, shared.run_id)
+            with gr.Tab("Dataset", id="dataset"):
+                dataset.build_dataset_tab(ws, shared.run_id, tabs)
 
         # Across tabs: opening a run fills the Run tab's path and options; a run or a reopened
         # session saves the viewer of the run it replaces.

@@ -53,7 +53,8 @@ stamp=.venv/.codec-lens-installed
 # setup.py and the C source too: the luma kernel is compiled at install.
 want=$(cat pyproject.toml setup.py native/*.c | sha256sum | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-  .venv/bin/python -m pip install -qq --disable-pip-version-check -e '.[test]'
+  # ray: the batch command's Ray engine, which its tests run on a local 2-CPU Ray.
+  .venv/bin/python -m pip install -qq --disable-pip-version-check -e '.[test,ray]'
   echo "$want" >"$stamp"
 fi
 # Byte-compile the (editable) sources once: with PYTHONDONTWRITEBYTECODE set, as on these

@@ -1,6 +1,6 @@
 """Command-line entry point: ``codec-lens select|reselect|sessions|app|compare|export|import|luma-bias|…``.
 
-The tool commands: compare, export, import, luma-bias, payload.
+The tool commands: compare, export, import, luma-bias, payload, batch.
 
 Each sub-command is a module of this package with ``add_parser(subparsers)`` and ``run(args)``.
 The commands that run native decoders or encoders run in a forked child (:func:`entry`), so
@@ -36,9 +36,12 @@ TOOL_COMMANDS = {
     "export": "export",
     "import": "importer",
     "payload": "payload",
+    "batch": "batch",
 }
 NATIVE_COMMANDS = ("select", "reselect", "compare", "luma-bias", "export", "import")
-"""The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child."""
+"""The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child.
+``batch`` is not one: its own process only lists files, and each video runs in a worker
+process of its engine, whose crash is that video's row (backend.batch.local, ray_engine)."""
 # app.workers.ABORT_STAGE_ENV (not imported: it would add to every start-up). Tests only.
 _ABORT_STAGE_ENV = "CODEC_LENS_TEST_ABORT_STAGE"
 _CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
@@ -60,7 +63,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for name in ("select", "reselect", "sessions"):
         _CORE_MODULES[name].add_parser(sub)
     command = next((a for a in (argv or []) if not a.startswith("-")), None)
-    for tool in [] if command in CORE_COMMANDS else TOOL_COMMANDS:
+    # A tool command builds its own parser only (a batch re-run that skips everything is
+    # mostly start-up); no command, or an unknown one, lists them all.
+    tools = [command] if command in TOOL_COMMANDS else [] if command in CORE_COMMANDS else TOOL_COMMANDS
+    for tool in tools:
         _tool_module(tool).add_parser(sub)
     app.add_parser(sub)
     return parser

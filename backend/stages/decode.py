@@ -353,6 +353,13 @@ class DecodeResult(NamedTuple):
     per_frame: FrameResults
 
 
+def decoder_threads(config: DecodeConfig) -> int:
+    """FFmpeg decoder threads of a normal decode: 1 for a one-worker run (a batch runs one
+    video per process and per core, so a threaded decoder would oversubscribe them), else 0
+    (FFmpeg's choice)."""
+    return 1 if config.workers == 1 else 0
+
+
 def decode_signal(
     info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig, work: FrameWork
 ) -> DecodeResult:
@@ -362,14 +369,18 @@ def decode_signal(
     signal that decodes nothing (``pkt_energy``) has them decoded apart. ``work`` is not run:
     the quality and score stages then compute every frame themselves.
     """
+    threads = decoder_threads(config)
     h, w = geometry.processed_hw
     signals = compute_signals(
-        info, candidates.frame_indices, config=SignalConfig(kind=config.score), pixels_hw=(h, w)
+        info,
+        candidates.frame_indices,
+        config=SignalConfig(kind=config.score, threads=threads),
+        pixels_hw=(h, w),
     )
     ids = [int(i) for i in candidates.frame_indices]
     pixels = signals.pixels
     if pixels is None:
-        frames = gateway.decode_frames_rgb(info.path, ids, out_width=w, out_height=h)
+        frames = gateway.decode_frames_rgb(info.path, ids, out_width=w, out_height=h, thread_count=threads)
         pixels = np.empty((len(ids), h, w, 3), dtype=np.uint8)
         for row, fid in enumerate(ids):
             if fid not in frames:
@@ -531,7 +542,9 @@ def decode_bitcost(
                 pixels[row] = pixels[first[int(source[row])]]
     else:
         pixels = np.empty((n, ph, pw, 3), dtype=np.uint8)
-        frames = gateway.decode_frames_rgb(info.path, ids, out_width=pw, out_height=ph)
+        frames = gateway.decode_frames_rgb(
+            info.path, ids, out_width=pw, out_height=ph, thread_count=decoder_threads(config)
+        )
         for row, fid in enumerate(ids):
             if fid not in frames:
                 raise DecodeError("frame not reached by the decoder", path=info.path, frame_index=fid)

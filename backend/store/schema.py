@@ -9,7 +9,7 @@ import duckdb
 from backend.errors import StoreError
 from backend.store.base import StoreBase
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 # Version 1 lacked the run's warnings and the per-frame bad-frame reason; the
@@ -128,6 +128,23 @@ _MIGRATIONS = {
             canvases INTEGER, tokens INTEGER, valid_tokens INTEGER, kept_blocks BIGINT, bin_secs DOUBLE,
             bins INTEGER, covered_bins INTEGER, temporal_coverage DOUBLE, longest_gap_secs DOUBLE,
             spatial_coverage DOUBLE)""",
+    ],
+    # -- datasets (issue 17): one step of new tables only, nothing else changed, so that it could
+    # be renumbered as a whole (it was 5 on its branch; selectors took 5). ``datasets`` is one
+    # batch output folder; ``dataset_videos`` its summary rows (the columns of batch.parquet,
+    # backend.store.datasets.SUMMARY_COLUMNS), whose run_id joins the runs table.
+    6: [
+        """CREATE TABLE datasets (
+            dataset_id VARCHAR PRIMARY KEY, out_dir VARCHAR NOT NULL, input_path VARCHAR, selector VARCHAR,
+            preset VARCHAR, options_json JSON, engine VARCHAR, videos INTEGER, done INTEGER, failed INTEGER,
+            skipped INTEGER, created_at TIMESTAMP, updated_at TIMESTAMP)""",
+        """CREATE TABLE dataset_videos (
+            dataset_id VARCHAR NOT NULL, path VARCHAR NOT NULL, rel_path VARCHAR, content_sha256 VARCHAR,
+            status VARCHAR NOT NULL, error VARCHAR, selector VARCHAR, codec_name VARCHAR, width INTEGER,
+            height INTEGER, duration_secs DOUBLE, total_frames INTEGER, frames INTEGER, "groups" INTEGER,
+            canvases INTEGER, tokens INTEGER, valid_tokens INTEGER, temporal_coverage DOUBLE,
+            warnings INTEGER, warning_codes VARCHAR, seconds DOUBLE, output_dir VARCHAR, options_key VARCHAR,
+            run_id VARCHAR)""",
     ],
 }
 

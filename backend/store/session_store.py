@@ -8,13 +8,16 @@ from pathlib import Path
 from backend.store.base import DEFAULT_LOCK_WAIT_SECS, check_file, leased
 from backend.store.cache import CacheMixin
 from backend.store.comparisons import ComparisonsMixin
+from backend.store.datasets import DatasetsMixin
 from backend.store.luma import LumaMixin
 from backend.store.runs import RunsMixin
 from backend.store.schema import SchemaMixin
 from backend.store.view_state import ViewStateMixin
 
 
-class SessionStore(RunsMixin, CacheMixin, ViewStateMixin, ComparisonsMixin, LumaMixin, SchemaMixin):
+class SessionStore(
+    RunsMixin, CacheMixin, ViewStateMixin, ComparisonsMixin, LumaMixin, DatasetsMixin, SchemaMixin
+):
     """All persistent state: sessions, runs and their per-frame/group/token rows.
 
     One DuckDB connection per store; every call takes its own cursor, so handlers on

@@ -1,0 +1,207 @@
+"""The local engine: batch units in a pool of worker processes on this machine; a crash costs one video."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing import connection, get_context
+from typing import Any
+
+from backend.batch.unit import UnitTask, failed_row
+from backend.errors import PipelineError
+
+RowCallback = Callable[[dict[str, Any]], None]
+_STOP_TIMEOUT_SECS = 5.0
+_PRELOAD = ("backend.pipeline.runner", "backend.cvp_format", "backend.runs", "backend.store")
+_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
+
+
+@dataclass(frozen=True)
+class AbortSwitch:
+    """Test switch: the worker running the video ``rel_path`` aborts (as a decoder's heap
+    corruption would) when that video reaches ``stage``."""
+
+    rel_path: str
+    stage: str
+
+
+def crash_message(task: UnitTask, exit_code: int | None, stage: str | None) -> str:
+    """One line for a video whose worker died: which signal, and in which stage."""
+    during = f" during {stage}" if stage else ""
+    if exit_code is None or exit_code >= 0:
+        return f"{task.path}: the worker ended unexpectedly (exit code {exit_code}){during}"
+    try:
+        name = signal.Signals(-exit_code).name
+    except ValueError:
+        name = f"signal {-exit_code}"
+    what = "the decoder crashed" if -exit_code in _CRASH_SIGNALS else "the worker was killed"
+    return f"{task.path}: {what} ({name}){during}"
+
+
+def remove_partials(task: UnitTask) -> None:
+    """Undo what a unit killed mid-way left: ``write_output``'s hidden partial folder, and the
+    earlier output it had moved aside (put back)."""
+    import shutil
+    from pathlib import Path
+
+    out = Path(task.out_dir)
+    with contextlib.suppress(OSError):
+        for partial in out.parent.glob(f".{out.name}.partial-*"):
+            shutil.rmtree(partial, ignore_errors=True)
+        for old in out.parent.glob(f".{out.name}.old-*"):
+            if not out.exists():
+                old.rename(out)
+            else:
+                shutil.rmtree(old, ignore_errors=True)
+
+
+def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
+    """A worker: run the units that arrive on ``conn``, one at a time, until told to stop."""
+    import importlib
+
+    from backend.batch.unit import run_unit
+
+    # Ctrl-C reaches the whole process group: the parent ends us, after its own clean-up.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in _PRELOAD:  # now, so that the first video's seconds are its own
+        importlib.import_module(name)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            payload = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        if not payload:
+            return
+        task: UnitTask = pickle.loads(payload)
+
+        def on_stage(stage: str, task: UnitTask = task) -> None:
+            conn.send(("stage", stage))
+            if abort is not None and abort.rel_path == task.rel_path and abort.stage == stage:
+                import resource
+
+                with contextlib.suppress(ValueError, OSError):
+                    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                os.abort()
+
+        try:
+            row = run_unit(task, on_stage=on_stage)
+        except BaseException as exc:  # a bug: this video's row says so, the batch goes on
+            import traceback
+
+            traceback.print_exc()
+            row = failed_row(task, f"{task.path}: internal error ({type(exc).__name__}: {exc})")
+        try:
+            conn.send(("row", row))
+        except OSError:
+            return
+
+
+class _Worker:
+    def __init__(self, context: Any, abort: AbortSwitch | None) -> None:
+        self.conn, child = context.Pipe(duplex=True)
+        self.process = context.Process(target=_worker_main, args=(child, abort), daemon=True)
+        self.process.start()
+        child.close()
+        self.task: UnitTask | None = None
+        self.stage: str | None = None
+        self.ready = False
+
+    def assign(self, task: UnitTask) -> None:
+        self.task, self.stage = task, None
+        self.conn.send_bytes(pickle.dumps(task))
+
+    def stop(self, *, now: bool) -> None:
+        if not now:
+            with contextlib.suppress(OSError):
+                self.conn.send_bytes(b"")
+            self.process.join(_STOP_TIMEOUT_SECS)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(_STOP_TIMEOUT_SECS)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+        self.conn.close()
+
+
+def run_local(
+    tasks: Sequence[UnitTask],
+    *,
+    workers: int,
+    on_row: RowCallback,
+    abort: AbortSwitch | None = None,
+) -> None:
+    """Run every task in ``workers`` processes (spawned: fresh interpreters), ``on_row`` per video.
+
+    A worker that dies (a decoder's SIGSEGV, the OOM killer, a kill) fails its one video with a
+    line naming the signal and stage; its partial output is removed and a new worker takes its
+    place. Ctrl-C (KeyboardInterrupt here) ends the workers, removes the partial outputs of
+    the videos in flight and propagates: the rows already reported are all that was done.
+    """
+    if workers < 1:
+        raise ValueError(f"Invalid workers ({workers}). Supported values are ≥ 1.")
+    context = get_context("spawn")
+    todo = list(reversed(tasks))
+    pool: list[_Worker] = []
+    try:
+        for _ in range(min(workers, len(todo))):
+            pool.append(_Worker(context, abort))
+        while todo or any(w.task is not None for w in pool):
+            for worker in pool:
+                if worker.ready and worker.task is None and todo:
+                    worker.assign(todo.pop())
+            waits = {w.conn: w for w in pool} | {w.process.sentinel: w for w in pool}
+            for ready in connection.wait(list(waits)):
+                worker = waits[ready]
+                if worker not in pool:
+                    continue  # replaced in this round already
+                if ready is worker.conn or worker.conn.poll():
+                    if _receive(worker, on_row):
+                        continue
+                if not worker.process.is_alive():
+                    pool[pool.index(worker)] = _replace(worker, context, abort, on_row)
+    except BaseException:
+        for worker in pool:
+            worker.stop(now=True)
+        for worker in pool:
+            if worker.task is not None:
+                remove_partials(worker.task)
+        pool = []
+        raise
+    finally:
+        for worker in pool:
+            worker.stop(now=False)
+
+
+def _receive(worker: _Worker, on_row: RowCallback) -> bool:
+    """Read one message of ``worker``; False when its pipe is closed (it died)."""
+    try:
+        kind, value = worker.conn.recv()
+    except (EOFError, OSError):
+        return False
+    if kind == "ready":
+        worker.ready = True
+    elif kind == "stage":
+        worker.stage = value
+    elif kind == "row":
+        worker.task = None
+        on_row(value)
+    return True
+
+
+def _replace(worker: _Worker, context: Any, abort: AbortSwitch | None, on_row: RowCallback) -> _Worker:
+    """A dead worker's video becomes a failed row; a new worker takes its place."""
+    worker.process.join(_STOP_TIMEOUT_SECS)
+    task, stage, code = worker.task, worker.stage, worker.process.exitcode
+    worker.stop(now=True)
+    if task is not None:
+        remove_partials(task)
+        on_row(failed_row(task, crash_message(task, code, stage)))
+    elif not worker.ready:
+        raise PipelineError(f"a batch worker could not start (exit code {code})", stage="batch")
+    return _Worker(context, abort)

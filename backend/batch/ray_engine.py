@@ -1,0 +1,141 @@
+"""The Ray engine: one Ray task per video, on a local Ray or a cluster; a crash costs one video.
+
+One task per video was measured against Ray Data's ``map_batches`` (docs/batch.md): the same
+throughput at ~1 s per video, and a task is the unit Ray retries, cancels and reports a dead
+worker for, so a crash fails one video's row rather than a batch of them. Workers write each
+video's output folder themselves: the batch's output folder must be on storage every node sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from backend.batch.local import AbortSwitch, RowCallback, remove_partials
+from backend.batch.unit import UnitTask, failed_row
+from backend.errors import InputError
+
+AGENT_START_TIMEOUT_MS = 300_000
+IN_FLIGHT_PER_CPU = 2
+"""Tasks submitted ahead per cluster CPU: enough to keep every worker busy, few enough that
+a Ctrl-C has little to cancel and a million-video batch holds few object refs."""
+
+
+def ray_unit(task: UnitTask, abort: AbortSwitch | None = None) -> dict[str, Any]:
+    """The body of a Ray task: :func:`~backend.batch.unit.run_unit` (with the test switch)."""
+    import contextlib
+    import os
+
+    from backend.batch.unit import run_unit
+
+    def on_stage(stage: str) -> None:
+        if abort is not None and abort.rel_path == task.rel_path and abort.stage == stage:
+            import resource
+
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            os.abort()
+
+    return run_unit(task, on_stage=on_stage)
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError(
+            "the ray engine needs Ray, which is not installed (pip install 'codec-lens[ray]')", stage="batch"
+        ) from exc
+    return ray
+
+
+def code_root() -> Path:
+    """The folder holding the ``backend`` package this process runs (local Ray workers import it)."""
+    import backend
+
+    return Path(backend.__file__).resolve().parents[1]
+
+
+def local_ray_options(cpus: int | None) -> dict[str, Any]:
+    """``ray.init`` arguments of the private local Ray a batch starts: ``cpus`` CPUs, no
+    dashboard, on 127.0.0.1 only, quiet; its workers import the code this process runs (a
+    checkout as well as an install) and keep OpenBLAS to one thread."""
+    return {
+        "num_cpus": cpus,
+        "include_dashboard": False,
+        "_node_ip_address": "127.0.0.1",
+        "logging_level": logging.WARNING,
+        "log_to_driver": False,
+        "configure_logging": False,
+        "runtime_env": {"env_vars": {"PYTHONPATH": str(code_root()), "OPENBLAS_NUM_THREADS": "1"}},
+        # The raylet waits this long for its agent process to start; on a loaded 2-core machine
+        # the default was too short and Ray's start failed ("Timed out waiting for file …").
+        "_system_config": {"agent_register_timeout_ms": AGENT_START_TIMEOUT_MS},
+    }
+
+
+def run_ray(
+    tasks: Sequence[UnitTask],
+    *,
+    workers: int | None,
+    address: str | None,
+    on_row: RowCallback,
+    abort: AbortSwitch | None = None,
+) -> None:
+    """Run every task as a Ray task (1 CPU each), ``on_row`` per video as tasks finish.
+
+    Parameters
+    ----------
+    workers : CPUs of the local Ray started when ``address`` is None (None: all cores);
+        ignored on a cluster, whose CPUs bound the tasks running at once.
+    address : a running cluster (``ray://host:10001`` or ``host:6379``; ``auto``), or None to
+        start a private local Ray for this batch (no dashboard, on 127.0.0.1).
+
+    A task whose worker dies fails its video with one line; Ctrl-C cancels the tasks in
+    flight, removes their partial outputs and propagates.
+    """
+    ray = _import_ray()
+    from ray import exceptions as ray_errors
+
+    started = False
+    if not ray.is_initialized():
+        if address is None:
+            ray.init(**local_ray_options(workers))
+        else:
+            ray.init(
+                address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=False
+            )
+        started = True
+    remote = ray.remote(num_cpus=1, max_retries=0)(ray_unit)
+    window = max(1, int(ray.cluster_resources().get("CPU", workers or 1)) * IN_FLIGHT_PER_CPU)
+    todo = list(reversed(tasks))
+    pending: dict[Any, UnitTask] = {}
+    try:
+        while todo or pending:
+            while todo and len(pending) < window:
+                task = todo.pop()
+                pending[remote.remote(task, abort)] = task
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                task = pending.pop(ref)
+                try:
+                    row = ray.get(ref)
+                except ray_errors.RayError as exc:  # the task's worker or node died; or a bug
+                    remove_partials(task)
+                    if isinstance(exc, ray_errors.RayTaskError):
+                        what = f"internal error ({str(exc).strip().splitlines()[-1]})"
+                    else:
+                        what = f"the worker died during the run ({type(exc).__name__})"
+                    row = failed_row(task, f"{task.path}: {what}")
+                on_row(row)
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        for task in pending.values():
+            remove_partials(task)
+        raise
+    finally:
+        if started:
+            ray.shutdown()

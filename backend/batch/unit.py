@@ -1,0 +1,383 @@
+"""One batch unit: one video → its output folder and its summary row; the selector seam of ``batch``.
+
+Everything that depends on which selector runs goes through the four functions of the
+"selector seam" section: :func:`_check_selector`, :func:`_options_class`, :func:`_preset_values`
+and :func:`_select`. Today only ``cvp`` (:class:`~backend.pipeline.SelectionOptions`,
+``pipeline.run``) runs; the other selector names and the presets are accepted by the CLI and
+refused with one line until the selector registry (backend/selectors/) exists, when these four
+become look-ups in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backend.errors import CodecLensError, InputError
+
+SELECTORS = ("cvp", "llava-ov2", "onevision", "uniform")
+"""Selector names ``batch`` accepts (issue "Selectors")."""
+RUNNABLE_SELECTORS = ("cvp",)
+"""Those this build can run; the rest arrive with the selector registry (backend/selectors/)."""
+PRESETS = ("mage-vl", "llava-ov2-release")
+"""Preset names ``batch`` accepts; their values arrive with the selector registry."""
+DEFAULT_SELECTOR = "cvp"
+UNIT_RECORD = "codec_lens_batch.json"
+"""Written into a video's output folder after the folder is complete: how it was made."""
+UNIT_FORMAT = 1
+StageCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitOptions:
+    """A selector, its preset and its resolved options, with the key that identifies them."""
+
+    selector: str
+    preset: str | None
+    options: Any
+    """The selector's frozen options (SelectionOptions for ``cvp``), ``workers`` = 1."""
+    key: str
+    """Digest of the selector and every option value: equal keys make equal outputs."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"selector": self.selector, "preset": self.preset, "options": self.options.as_dict()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitTask:
+    """One video of a batch: where it is, where its output goes and how it is selected."""
+
+    path: str
+    """The video, absolute."""
+    rel_path: str
+    """Its name relative to the batch input (the output folder's path under ``videos/``)."""
+    out_dir: str
+    """Its output folder, absolute."""
+    unit: UnitOptions
+    session_db: str | None = None
+    """Also store the run in this session file (``select_and_store``)."""
+    rehash: bool = False
+    """Hash the content even when size and modification time match the earlier run's."""
+
+
+# -- the selector seam (backend/selectors/ registry: wire these four) ----------------------------
+
+
+def _check_selector(selector: str, preset: str | None) -> None:
+    if selector not in SELECTORS:
+        raise ValueError(f"Invalid selector ({selector!r}). Supported values are {', '.join(SELECTORS)}.")
+    if selector not in RUNNABLE_SELECTORS:
+        raise ValueError(
+            f"selector {selector!r} is not available in this build yet (it comes with the selector "
+            f"registry); batch runs {', '.join(RUNNABLE_SELECTORS)}"
+        )
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"Invalid preset ({preset!r}). Supported values are {', '.join(PRESETS)}.")
+    if preset is not None:
+        raise ValueError(
+            f"preset {preset!r} is not available in this build yet (it comes with the selector registry)"
+        )
+
+
+def _options_class(selector: str) -> Any:
+    """The frozen options dataclass of ``selector`` (its fields are its options)."""
+    from backend.pipeline import SelectionOptions
+
+    return SelectionOptions
+
+
+def _preset_values(selector: str, preset: str | None) -> dict[str, Any]:
+    """The option values ``preset`` sets for ``selector`` (none without a preset)."""
+    return {}
+
+
+def _select(
+    task: UnitTask, content: str, on_progress: Callable[[str, float], None]
+) -> tuple[Any, str | None]:
+    """Run the task's selector on its video (and store the run): (RunResult, run id or None)."""
+    _check_selector(task.unit.selector, task.unit.preset)  # registry: look the selector up here
+    if task.session_db is not None:
+        from backend.runs import select_and_store
+        from backend.store import SessionStore
+
+        with SessionStore(task.session_db) as store:
+            run_id, result = select_and_store(
+                task.path, store, options=task.unit.options, on_progress=on_progress, content=content
+            )
+        return result, run_id
+    from backend.pipeline import run
+
+    return run(task.path, options=task.unit.options, on_progress=on_progress), None
+
+
+# -- options ---------------------------------------------------------------------------------------
+
+
+def option_names(selector: str) -> tuple[str, ...]:
+    """The option names of ``selector`` (manifest columns with these names are per-video options)."""
+    _check_selector(selector, None)
+    return tuple(f.name for f in dataclasses.fields(_options_class(selector)))
+
+
+def _coerce(value: Any, kind: type, name: str) -> Any:
+    """A manifest cell (CSV text or a JSON value) as the option's type."""
+    if not isinstance(value, str) or kind is str:
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
+    text = value.strip()
+    try:
+        if kind is bool:
+            lowered = text.lower()
+            if lowered in ("true", "1", "yes"):
+                return True
+            if lowered in ("false", "0", "no"):
+                return False
+            raise ValueError
+        return kind(text)
+    except ValueError:
+        raise ValueError(
+            f"Invalid {name} ({value!r}). Supported values are {kind.__name__} values."
+        ) from None
+
+
+def options_key(selector: str, options: Any) -> str:
+    """Digest of ``selector`` and every option value but ``workers`` (which changes no output)."""
+    values = {k: v for k, v in options.as_dict().items() if k != "workers"}
+    blob = json.dumps({"selector": selector, "options": values}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def resolve_options(
+    selector: str = DEFAULT_SELECTOR, preset: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> UnitOptions:
+    """The options one batch unit runs with: ``selector``'s defaults, then ``preset``'s values,
+    then ``overrides`` (CLI flags, then a manifest row's cells; text is converted to each
+    option's type). ``workers`` is always 1: a batch runs one single-threaded video per process.
+
+    Raises
+    ------
+    ValueError : unknown or unavailable selector or preset, unknown option, invalid value.
+    """
+    _check_selector(selector, preset)
+    cls = _options_class(selector)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    given = {**_preset_values(selector, preset), **(overrides or {})}
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"Invalid option ({', '.join(unknown)}) for selector {selector}. "
+            f"Supported values are {', '.join(fields)}."
+        )
+    values = {}
+    for name, value in given.items():
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue  # an empty manifest cell: the default
+        values[name] = _coerce(value, type(fields[name].default), name)
+    values["workers"] = 1
+    options = cls(**values)
+    return UnitOptions(selector=selector, preset=preset, options=options, key=options_key(selector, options))
+
+
+# -- the summary row ---------------------------------------------------------------------------------
+
+
+def temporal_coverage(tokens: np.ndarray, total_frames: int) -> float:
+    """Share of the video's frames with at least one valid token in a canvas.
+
+    Parameters
+    ----------
+    tokens : (N, 8) int32 token records (``backend.records.TOKEN_COLUMNS``: frame_index
+        first, valid last).
+    total_frames : frames of the video (≥ 1 counts; 0 gives 0.0).
+    """
+    if total_frames <= 0:
+        return 0.0
+    frames = np.unique(tokens[tokens[:, 7] == 1, 0])
+    return float(np.count_nonzero(frames < total_frames)) / float(total_frames)
+
+
+def failed_row(
+    task: UnitTask, error: str, *, seconds: float = 0.0, content: str | None = None
+) -> dict[str, Any]:
+    """The summary row of a video that produced no output."""
+    return {
+        "path": task.path,
+        "rel_path": task.rel_path,
+        "content_sha256": content,
+        "status": "failed",
+        "error": error.replace("\n", " "),
+        "selector": task.unit.selector,
+        "seconds": round(seconds, 3),
+        "options_key": task.unit.key,
+    }
+
+
+def done_row(
+    task: UnitTask, result: Any, *, content: str, seconds: float, run_id: str | None, output_dir: str
+) -> dict[str, Any]:
+    """The summary row of a finished video."""
+    info, tokens = result.info, result.canvases.tokens
+    return {
+        "path": task.path,
+        "rel_path": task.rel_path,
+        "content_sha256": content,
+        "status": "done",
+        "error": None,
+        "selector": task.unit.selector,
+        "codec_name": info.codec_name,
+        "width": int(info.width),
+        "height": int(info.height),
+        "duration_secs": float(info.duration_secs) if info.duration_secs is not None else None,
+        "total_frames": int(info.total_frames),
+        "frames": int(result.candidates.frame_indices.size),
+        "groups": len(result.selection.groups),
+        "canvases": int(result.canvases.images.shape[0]),
+        "tokens": int(tokens.shape[0]),
+        "valid_tokens": int(tokens[:, 7].sum()),
+        "temporal_coverage": round(temporal_coverage(tokens, int(info.total_frames)), 6),
+        "warnings": len(result.warnings),
+        "warning_codes": ",".join(sorted({w.code for w in result.warnings})),
+        "seconds": round(seconds, 3),
+        "output_dir": output_dir,
+        "options_key": task.unit.key,
+        "run_id": run_id,
+    }
+
+
+def one_line(exc: BaseException, path: str) -> str:
+    """The one-line error of a unit: ours name their file; a builtin's gets the video's path."""
+    if isinstance(exc, CodecLensError):
+        return exc.one_line()
+    if isinstance(exc, OSError):
+        return f"{exc.filename or path}: {exc.strerror or exc}"
+    return f"{path}: {exc}".replace("\n", " ")
+
+
+# -- the record that makes a re-run skip -----------------------------------------------------------------
+
+
+def _stat_key(path: str) -> dict[str, int]:
+    st = os.stat(path)
+    return {"size_bytes": int(st.st_size), "mtime_ns": int(st.st_mtime_ns)}
+
+
+def read_record(out_dir: str | Path) -> dict[str, Any] | None:
+    """The unit record of a complete output folder (None: missing, unreadable or incomplete)."""
+    folder = Path(out_dir)
+    try:
+        if not (folder / "codec_lens.json").is_file():  # cvp_format.write_output's done marker
+            return None
+        record = json.loads((folder / UNIT_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("format") != UNIT_FORMAT or "row" not in record:
+        return None
+    return record
+
+
+def _write_record(out_dir: str, row: dict[str, Any], stat: dict[str, int], session_db: str | None) -> None:
+    folder = Path(out_dir)
+    tmp = folder / f".{UNIT_RECORD}.partial"
+    tmp.write_text(json.dumps({"format": UNIT_FORMAT, "row": row, "stat": stat, "session_db": session_db}))
+    os.replace(tmp, folder / UNIT_RECORD)
+
+
+def skipped_row(
+    task: UnitTask, record: dict[str, Any] | None, *, verify_runs: Callable[[str], bool] | None = None
+) -> dict[str, Any] | None:
+    """The ``skipped`` row of a video whose earlier output still holds, judged without hashing:
+    a complete folder made with the same options from a file of the same size and modification
+    time (and, with a session file, whose run is stored there). None: it must be looked at.
+    """
+    if record is None or task.rehash:
+        return None
+    row = record["row"]
+    if row.get("options_key") != task.unit.key or row.get("status") != "done":
+        return None
+    try:
+        if record.get("stat") != _stat_key(task.path):
+            return None
+    except OSError:
+        return None
+    if task.session_db is not None and (verify_runs is None or not verify_runs(row.get("run_id") or "")):
+        return None
+    return {**row, "path": task.path, "rel_path": task.rel_path, "status": "skipped"}
+
+
+def _stored(session_db: str) -> Callable[[str], bool]:
+    def check(run_id: str) -> bool:
+        from backend.store import SessionStore
+
+        with SessionStore(session_db) as store:
+            return bool(store.done_runs([run_id]))
+
+    return check
+
+
+def run_unit(task: UnitTask, *, on_stage: StageCallback | None = None) -> dict[str, Any]:
+    """Process one video: its output folder (cvp layout + :data:`UNIT_RECORD`) and its summary row.
+
+    A video whose complete output was made from the same content (sha256) with the same
+    options is skipped: its earlier row comes back with status ``skipped``. An error of the
+    video (missing, not a video, unsupported, undecodable, unwritable output) is a ``failed``
+    row with one line; the output folder is then left as it was.
+
+    Parameters
+    ----------
+    task : the video, its output folder, options and session file.
+    on_stage : called with each stage's name as it starts (a crash is reported in it).
+
+    Returns
+    -------
+    The summary row (``backend.store.SUMMARY_COLUMNS``).
+    """
+    from backend.cvp_format import write_output
+    from backend.runs import content_sha256
+
+    stage = on_stage or (lambda name: None)
+    t0 = time.perf_counter()
+    content: str | None = None
+    try:
+        record = read_record(task.out_dir)
+        stage("hash")
+        stat = _stat_key(task.path)
+        if Path(task.path).is_dir():
+            raise InputError("is a directory, not a video", path=task.path, stage="batch")
+        content = content_sha256(task.path)
+        if record is not None and record["row"].get("content_sha256") == content:
+            verify = _stored(task.session_db) if task.session_db is not None else None
+            same = skipped_row(
+                dataclasses.replace(task, rehash=False), {**record, "stat": stat}, verify_runs=verify
+            )
+            if same is not None:
+                _write_record(task.out_dir, record["row"], stat, record.get("session_db"))  # the new stat
+                return same
+        from backend.pipeline import STAGES
+
+        names = list(STAGES.names)
+        stage(names[0])
+
+        def progress(name: str, fraction: float) -> None:
+            index = names.index(name) if name in names else -1
+            stage(names[index + 1] if 0 <= index < len(names) - 1 else "output")
+
+        result, run_id = _select(task, content, progress)
+        stage("output")
+        write_output(result, task.out_dir, workers=1)
+        seconds = time.perf_counter() - t0
+        output_dir = str(Path("videos") / task.rel_path)
+        row = done_row(task, result, content=content, seconds=seconds, run_id=run_id, output_dir=output_dir)
+        _write_record(task.out_dir, row, stat, task.session_db)
+        return row
+    except (CodecLensError, ValueError, OSError) as exc:  # RuntimeErrors of ours are CodecLensErrors
+        return failed_row(task, one_line(exc, task.path), seconds=time.perf_counter() - t0, content=content)

@@ -1,0 +1,168 @@
+"""``codec-lens batch`` end to end: bad inputs are rows, re-runs skip, Ctrl-C keeps what finished."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from batch_clips import make_bad_dataset, make_dataset
+from conftest import REAL_CLIPS, REPO_ROOT, run_cli, run_cli_forked
+
+from backend.store import read_summary_parquet
+
+pytestmark = pytest.mark.slow
+
+_PR_CAPBSET_DROP = 24
+_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
+
+
+def _without_file_capabilities() -> None:
+    """In the child before exec: drop root's power to read any folder, so that a mode-000
+    folder is as unreadable to the batch as it is to any other user."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+def _batch(*args: str | Path, **kwargs) -> subprocess.CompletedProcess[str]:
+    preexec = _without_file_capabilities if os.geteuid() == 0 else None
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", "batch", *map(str, args)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        preexec_fn=preexec,
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def bad_dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    folder = tmp_path_factory.mktemp("bad_dataset")
+    return folder, make_bad_dataset(folder)
+
+
+def test_every_bad_input_is_one_row_and_the_rest_is_done(bad_dataset, tmp_path: Path) -> None:
+    folder, files = bad_dataset
+    locked = folder / "locked"
+    locked.chmod(0)
+    try:
+        result = _batch(folder, "--out", tmp_path / "out", "--json", "--workers", "2")
+        rows = read_summary_parquet(tmp_path / "out" / "batch.parquet").set_index("rel_path")
+        again = _batch(folder, "--out", tmp_path / "out", "--json", "--workers", "2")
+    finally:
+        locked.chmod(0o755)
+    assert result.returncode == 1, result.stderr  # 1: some videos failed
+    summary = json.loads(result.stdout)
+    done = {"good/a.mp4", "good/b.mp4", "bad/odd_642x362.mp4"}
+    failed = {
+        "bad/empty.mp4": "is empty (0 bytes)",
+        "bad/notes.mp4": "is named like a video, but its content is not one",
+        "bad/cut.mp4": "cannot read video",
+        "bad/cut_front.mp4": "file is truncated",
+        "bad/audio_only.m4a": "no video stream",
+        "bad/mpeg4.mp4": "this codec has no bitcost (mpeg4)",
+        "bad/av1.mp4": "this codec has no bitcost (av1)",
+        "bad/tiny_2x2.mp4": "frame size is too small",
+        "locked": "cannot list folder (Permission denied)",
+    }
+    assert set(rows.index) == done | set(failed)
+    assert (summary["done"], summary["failed"], summary["skipped"]) == (3, 9, 0)
+    for rel in done:
+        assert rows.loc[rel, "status"] == "done" and rows.loc[rel, "tokens"] > 0
+    for rel, phrase in failed.items():
+        error = rows.loc[rel, "error"]
+        assert rows.loc[rel, "status"] == "failed"
+        assert phrase in error and "\n" not in error and error.startswith(str(folder / rel)), error
+        assert f"failed: {error}" in result.stderr
+    assert "locked/hidden.mp4" not in rows.index
+    # The re-run skips (and names) the finished videos, and tries the failed ones again.
+    assert again.returncode == 1
+    repeat = json.loads(again.stdout)
+    assert sorted(repeat["skipped_paths"]) == sorted(str(files[rel]) for rel in done)
+    for rel in done:
+        assert f"skipped: {files[rel]}" in again.stderr
+    assert repeat["failed"] == 9
+
+
+def test_a_manifest_gives_options_per_video(tmp_path: Path) -> None:
+    clips = make_dataset(tmp_path / "data")
+    manifest = tmp_path / "data" / "set.csv"
+    manifest.write_text(
+        "path,num_sampled_frames,caption\na.mp4,16,first\nsub/b.mp4,,second\nsub/deeper/c.mp4,lots,third\n"
+    )
+    result = run_cli_forked("batch", manifest, "--out", tmp_path / "out", "--json", "--workers", "1")
+    assert result.returncode == 1, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["ignored_columns"] == ["caption"]
+    rows = read_summary_parquet(tmp_path / "out" / "batch.parquet").set_index("rel_path")
+    assert rows.loc["a.mp4", "frames"] == 16
+    assert rows.loc["sub/b.mp4", "frames"] == 24  # every frame of the 24-frame clip (default 48)
+    assert rows.loc["sub/deeper/c.mp4", "error"] == (
+        f"{clips['sub/deeper/c.mp4']}: Invalid num_sampled_frames ('lots'). Supported values are int values."
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (("--selector", "onevision"), "selector 'onevision' is not available in this build yet"),
+        (("--preset", "mage-vl"), "preset 'mage-vl' is not available in this build yet"),
+        (("--selector", "nope"), "argument --selector: invalid choice: 'nope'"),
+        (("--ray-address", "auto"), "use --engine ray"),
+        (("--workers", "0"), "Invalid workers (0)"),
+        (("--group_size", "0"), "Invalid group size (0)"),
+    ],
+)
+def test_invalid_flags_are_one_line_and_run_nothing(
+    args: tuple[str, ...], phrase: str, tmp_path: Path
+) -> None:
+    # argparse exits through SystemExit, whose code only the real entry passes on.
+    runner = run_cli if "nope" in args else run_cli_forked
+    result = runner("batch", REAL_CLIPS, "--out", tmp_path / "out", *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and phrase in lines[0], result.stderr
+    assert not (tmp_path / "out" / "videos").exists()
+
+
+def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
+    folder = tmp_path / "real"
+    folder.mkdir()
+    for name in ("a.mp4", "b.mp4", "c.mp4"):  # ~1 s each on one worker: Ctrl-C lands mid-batch
+        shutil.copy(REAL_CLIPS / "real_h264_film_friday.mp4", folder / name)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "batch", folder, "--out", out, "--workers", "1"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not list(out.glob("videos/*/codec_lens_batch.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr
+    rows = read_summary_parquet(out / "batch.parquet")
+    finished = set(rows.loc[rows["status"] == "done", "rel_path"])
+    assert finished and len(rows) < 3 and set(rows["status"]) == {"done"}
+    assert not [p for p in out.rglob(".*") if ".partial-" in p.name]
+    rerun = run_cli_forked("batch", folder, "--out", out, "--workers", "2", "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads(rerun.stdout)
+    assert {Path(p).name for p in summary["skipped_paths"]} == finished
+    assert summary["done"] == 3 - len(finished)
