@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -11,7 +10,14 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from app.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, add_selection_options, fail_with
+from app.cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    add_selection_options,
+    fail_with,
+    given_options,
+    selector_from_args,
+)
 
 SHOWN_SKIPPED = 20
 """Skipped videos named one a line; beyond that, a count (every one is in batch.parquet)."""
@@ -20,7 +26,7 @@ _PLAIN_PROGRESS_SECS = 10.0  # a progress line this often when stderr is not a t
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``batch`` on an argparse subparsers object."""
-    from backend.batch import ENGINES, PRESETS, SELECTORS
+    from backend.batch import ENGINES
 
     # "resolve": this command's --workers (processes) replaces the per-run option of that name.
     sub = subparsers.add_parser(
@@ -44,8 +50,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--session-db", type=Path, help="also store every run and the dataset in this DuckDB session file"
     )
     sub.add_argument("--json", action="store_true", help="print the summary as one JSON object on stdout")
-    sub.add_argument("--selector", choices=SELECTORS, default="cvp", help="selection recipe (default: cvp)")
-    sub.add_argument("--preset", choices=PRESETS, help="a released model's option values for the selector")
     add_selection_options(sub)
     sub.add_argument(
         "--workers",
@@ -70,14 +74,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The per-run options given on the command line (``workers`` is the batch's own)."""
-    from backend.pipeline import SelectionOptions
-
-    return {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(SelectionOptions)
-        if f.name != "workers" and getattr(args, f.name, None) is not None
-    }
+    """The per-run options given on the command line, of any selector (``workers`` is the
+    batch's own; an option the chosen selector does not take is refused when resolved)."""
+    return {k: v for k, v in given_options(args).items() if k != "workers"}
 
 
 def _duration(secs: float) -> str:
@@ -210,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
             engine=args.engine,
             workers=args.batch_workers,
             ray_address=args.ray_address,
-            selector=args.selector,
+            selector=selector_from_args(args),
             preset=args.preset,
             overrides=_overrides(args),
             session_db=args.session_db,

@@ -83,6 +83,9 @@ def _selection_fields() -> dict[str, tuple[Any, list[str], str]]:
     return shown
 
 
+_SWITCH_HELP = {"avoid_keyframes": ("shift sampled keyframes to neighbours", "keep sampled keyframes")}
+
+
 def add_selection_options(parser: argparse.ArgumentParser, *, selector_flag: bool = True) -> None:
     """``--selector``, ``--preset`` and one option per field of every selector's options class,
     each unset (None) unless given; options_from_args refuses those the selector does not take."""
@@ -106,21 +109,18 @@ def add_selection_options(parser: argparse.ArgumentParser, *, selector_flag: boo
     for name, (field, owners, default) in _selection_fields().items():
         meta = field.metadata
         where = "" if len(owners) == len(SELECTORS) else f" [{', '.join(owners)}]"
-        if name == "avoid_keyframes":
+        if isinstance(field.default, bool):
+            # A switch and its negation, unset unless given (reselect keeps its parent's value).
+            on_help, off_help = _SWITCH_HELP.get(name, (meta["help"], f"not {name}"))
             group = parser.add_mutually_exclusive_group()
             group.add_argument(
-                "--avoid_keyframes",
-                dest="avoid_keyframes",
+                f"--{name}",
+                dest=name,
                 action="store_true",
                 default=None,
-                help="shift sampled keyframes to neighbours (default)" + where,
+                help=f"{on_help} (default: {default}){where}",
             )
-            group.add_argument(
-                "--no_avoid_keyframes",
-                dest="avoid_keyframes",
-                action="store_false",
-                help="keep sampled keyframes" + where,
-            )
+            group.add_argument(f"--no_{name}", dest=name, action="store_false", help=off_help + where)
             continue
         kind = {int: int, float: float, str: str}[type(field.default)]
         # reselect inherits its parent's options; only the ones given change.

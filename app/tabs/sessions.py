@@ -40,7 +40,12 @@ def runs_table(ws: Workspace) -> list[list[Any]]:
 def sessions_update(ws: Workspace, selected: str | None = None) -> tuple[Any, Any]:
     """The runs table and the stored-run choices (finished runs), keeping ``selected`` if it is one."""
     table = runs_table(ws)
-    done = [(f"{r[0]} · {r[1]} · {r[2]} · {r[4]}", r[0]) for r in table if r[3] == "done"]
+    col = {name: i for i, name in enumerate(RUN_HEADERS)}
+    done = [
+        (" · ".join(str(r[col[c]]) for c in ("run_id", "video", "selector", "profile", "created")), r[0])
+        for r in table
+        if r[col["status"]] == "done"
+    ]
     value = selected if selected in {v for _, v in done} else None
     return gr.update(value=table), gr.update(choices=done, value=value)
 

@@ -15,9 +15,6 @@ from backend.batch.run import (
     run_batch,
 )
 from backend.batch.unit import (
-    PRESETS,
-    RUNNABLE_SELECTORS,
-    SELECTORS,
     UnitOptions,
     UnitTask,
     resolve_options,
@@ -26,9 +23,6 @@ from backend.batch.unit import (
 
 __all__ = [
     "ENGINES",
-    "PRESETS",
-    "RUNNABLE_SELECTORS",
-    "SELECTORS",
     "SUMMARY_FILE",
     "AbortSwitch",
     "BatchConfig",

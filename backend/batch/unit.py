@@ -1,11 +1,8 @@
 """One batch unit: one video → its output folder and its summary row; the selector seam of ``batch``.
 
-Everything that depends on which selector runs goes through the four functions of the
-"selector seam" section: :func:`_check_selector`, :func:`_options_class`, :func:`_preset_values`
-and :func:`_select`. Today only ``cvp`` (:class:`~backend.pipeline.SelectionOptions`,
-``pipeline.run``) runs; the other selector names and the presets are accepted by the CLI and
-refused with one line until the selector registry (backend/selectors/) exists, when these four
-become look-ups in it.
+Everything that depends on which selector runs goes through the functions of the "selector
+seam" section, which look the selector, its options class and its presets up in
+``backend.selectors`` (the table every other entry point uses too).
 """
 
 from __future__ import annotations
@@ -24,12 +21,6 @@ import numpy as np
 
 from backend.errors import CodecLensError, InputError
 
-SELECTORS = ("cvp", "llava-ov2", "onevision", "uniform")
-"""Selector names ``batch`` accepts (issue "Selectors")."""
-RUNNABLE_SELECTORS = ("cvp",)
-"""Those this build can run; the rest arrive with the selector registry (backend/selectors/)."""
-PRESETS = ("mage-vl", "llava-ov2-release")
-"""Preset names ``batch`` accepts; their values arrive with the selector registry."""
 DEFAULT_SELECTOR = "cvp"
 UNIT_RECORD = "codec_lens_batch.json"
 """Written into a video's output folder after the folder is complete: how it was made."""
@@ -47,6 +38,8 @@ class UnitOptions:
     """The selector's frozen options (SelectionOptions for ``cvp``), ``workers`` = 1."""
     key: str
     """Digest of the selector and every option value: equal keys make equal outputs."""
+    cap_sampled_frames: bool = False
+    """The preset caps ``num_sampled_frames`` at each video's frame count (not given explicitly)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"selector": self.selector, "preset": self.preset, "options": self.options.as_dict()}
@@ -69,54 +62,76 @@ class UnitTask:
     """Hash the content even when size and modification time match the earlier run's."""
 
 
-# -- the selector seam (backend/selectors/ registry: wire these four) ----------------------------
+# -- the selector seam: look-ups in backend/selectors/ ---------------------------------------------
 
 
 def _check_selector(selector: str, preset: str | None) -> None:
-    if selector not in SELECTORS:
-        raise ValueError(f"Invalid selector ({selector!r}). Supported values are {', '.join(SELECTORS)}.")
-    if selector not in RUNNABLE_SELECTORS:
+    from backend.selectors import SELECTORS as TABLE
+    from backend.selectors.presets import preset as preset_named
+
+    TABLE.lookup(selector)  # ValueError naming the selectors there are
+    if preset is not None and preset_named(preset).selector != selector:
         raise ValueError(
-            f"selector {selector!r} is not available in this build yet (it comes with the selector "
-            f"registry); batch runs {', '.join(RUNNABLE_SELECTORS)}"
+            f"Invalid preset ({preset!r}) for selector {selector}: it sets options of "
+            f"{preset_named(preset).selector}. Supported values are "
+            f"{', '.join(p for p, v in _presets().items() if v.selector == selector) or 'none'}."
         )
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"Invalid preset ({preset!r}). Supported values are {', '.join(PRESETS)}.")
-    if preset is not None:
-        raise ValueError(
-            f"preset {preset!r} is not available in this build yet (it comes with the selector registry)"
-        )
+
+
+def _presets() -> Mapping[str, Any]:
+    from backend.selectors.presets import PRESETS as TABLE
+
+    return TABLE
 
 
 def _options_class(selector: str) -> Any:
     """The frozen options dataclass of ``selector`` (its fields are its options)."""
-    from backend.pipeline import SelectionOptions
+    from backend.selectors import SELECTORS as TABLE
 
-    return SelectionOptions
+    return TABLE.lookup(selector).options_cls
 
 
 def _preset_values(selector: str, preset: str | None) -> dict[str, Any]:
-    """The option values ``preset`` sets for ``selector`` (none without a preset)."""
-    return {}
+    """The option values ``preset`` sets for ``selector`` (none without a preset); a sample count
+    the release caps at the frame count is capped per video, in :func:`_select`."""
+    from backend.selectors.presets import preset_values
+
+    return {} if preset is None else preset_values(preset, {})
+
+
+def _capped(task: UnitTask) -> Any:
+    """The task's options with a capping preset's sample count capped at the video's frame count
+    (unless the count was given explicitly), as ``codec-lens select --preset`` does."""
+    from backend.selectors.presets import preset as preset_named
+
+    unit = task.unit
+    if unit.preset is None or not unit.cap_sampled_frames or not preset_named(unit.preset).cap_sampled_frames:
+        return unit.options
+    from backend.stages.probe import ProbeConfig, probe
+
+    total = probe(task.path, config=ProbeConfig()).total_frames
+    wanted = int(unit.options.num_sampled_frames)
+    return dataclasses.replace(unit.options, num_sampled_frames=max(1, min(wanted, int(total))))
 
 
 def _select(
     task: UnitTask, content: str, on_progress: Callable[[str, float], None]
 ) -> tuple[Any, str | None]:
     """Run the task's selector on its video (and store the run): (RunResult, run id or None)."""
-    _check_selector(task.unit.selector, task.unit.preset)  # registry: look the selector up here
+    _check_selector(task.unit.selector, task.unit.preset)
+    options = _capped(task)
     if task.session_db is not None:
         from backend.runs import select_and_store
         from backend.store import SessionStore
 
         with SessionStore(task.session_db) as store:
             run_id, result = select_and_store(
-                task.path, store, options=task.unit.options, on_progress=on_progress, content=content
+                task.path, store, options=options, on_progress=on_progress, content=content
             )
         return result, run_id
-    from backend.pipeline import run
+    from backend.selectors import select
 
-    return run(task.path, options=task.unit.options, on_progress=on_progress), None
+    return select(task.path, options=options, on_progress=on_progress), None
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -162,7 +177,8 @@ def resolve_options(
 ) -> UnitOptions:
     """The options one batch unit runs with: ``selector``'s defaults, then ``preset``'s values,
     then ``overrides`` (CLI flags, then a manifest row's cells; text is converted to each
-    option's type). ``workers`` is always 1: a batch runs one single-threaded video per process.
+    option's type). ``workers`` (where the selector has it) is always 1: a batch runs one
+    single-threaded video per process.
 
     Raises
     ------
@@ -183,9 +199,17 @@ def resolve_options(
         if value is None or (isinstance(value, str) and not value.strip()):
             continue  # an empty manifest cell: the default
         values[name] = _coerce(value, type(fields[name].default), name)
-    values["workers"] = 1
+    if "workers" in fields:
+        values["workers"] = 1
     options = cls(**values)
-    return UnitOptions(selector=selector, preset=preset, options=options, key=options_key(selector, options))
+    cap = preset is not None and "num_sampled_frames" not in (overrides or {})
+    return UnitOptions(
+        selector=selector,
+        preset=preset,
+        options=options,
+        key=options_key(selector, options),
+        cap_sampled_frames=cap,
+    )
 
 
 # -- the summary row ---------------------------------------------------------------------------------

@@ -730,7 +730,7 @@ def select_onevision(
     warnings = candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
     hn, wn = geometry.prepared_hw
     if hn * wn > info.width * info.height:
-        warnings += (RunWarning("upscaled", f"frames upscaled from {info.width}x{info.height} to {wn}x{hn}"),)
+        warnings += (RunWarning("letterbox_upscaled", f"frames upscaled from {info.width}x{info.height} to {wn}x{hn}"),)
     return RunResult(
         options=o,  # type: ignore[arg-type]  # the selector's own options (cvp names as properties)
         info=info,

@@ -96,6 +96,42 @@ def test_every_bad_input_is_one_row_and_the_rest_is_done(bad_dataset, tmp_path: 
     assert repeat["failed"] == 9
 
 
+def test_every_selector_runs_a_batch_and_a_preset_sets_its_values(tmp_path: Path) -> None:
+    clips = make_dataset(tmp_path / "data")
+    counts = {}
+    for selector in ("llava-ov2", "onevision", "uniform"):
+        out = tmp_path / selector
+        extra = ("--num_frames", "6") if selector == "uniform" else ()
+        result = run_cli_forked(
+            "batch",
+            tmp_path / "data",
+            "--out",
+            out,
+            "--json",
+            "--workers",
+            "1",
+            "--selector",
+            selector,
+            *extra,
+        )
+        assert result.returncode == 0, result.stderr
+        rows = read_summary_parquet(out / "batch.parquet").set_index("rel_path")
+        assert set(rows.index) == set(clips) and (rows["status"] == "done").all()
+        assert (rows["selector"] == selector).all() and (rows["tokens"] > 0).all()
+        counts[selector] = rows["canvases"].to_dict()
+    assert all(n == 6 for n in counts["uniform"].values())  # one whole frame per canvas
+    # A preset names its selector: mage-vl is cvp with patch 16 and up to 256 samples.
+    out = tmp_path / "mage"
+    result = run_cli_forked(
+        "batch", clips["a.mp4"], "--out", out, "--json", "--workers", "1", "--preset", "mage-vl"
+    )
+    assert result.returncode == 0, result.stderr
+    rows = read_summary_parquet(out / "batch.parquet")
+    assert list(rows["selector"]) == ["cvp"]
+    record = json.loads((out / "videos" / "a.mp4" / "codec_lens_batch.json").read_text())
+    assert record["options"]["options"]["patch"] == 16 and record["options"]["preset"] == "mage-vl"
+
+
 def test_a_manifest_gives_options_per_video(tmp_path: Path) -> None:
     clips = make_dataset(tmp_path / "data")
     manifest = tmp_path / "data" / "set.csv"
@@ -117,8 +153,8 @@ def test_a_manifest_gives_options_per_video(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "phrase"),
     [
-        (("--selector", "onevision"), "selector 'onevision' is not available in this build yet"),
-        (("--preset", "mage-vl"), "preset 'mage-vl' is not available in this build yet"),
+        (("--selector", "uniform", "--preset", "mage-vl"), "Invalid preset ('mage-vl') for selector uniform"),
+        (("--selector", "uniform", "--group_size", "4"), "Invalid option (group_size) for selector uniform"),
         (("--selector", "nope"), "argument --selector: invalid choice: 'nope'"),
         (("--ray-address", "auto"), "use --engine ray"),
         (("--workers", "0"), "Invalid workers (0)"),

@@ -40,8 +40,8 @@ def test_manifest_text_becomes_each_options_type() -> None:
         ("cvp", None, {"frames": 3}, "Invalid option \\(frames\\) for selector cvp"),
         ("cvp", None, {"profile": "fast"}, "Invalid profile"),
         ("nope", None, {}, "Invalid selector \\('nope'\\)"),
-        ("llava-ov2", None, {}, "not available in this build yet"),
-        ("cvp", "mage-vl", {}, "preset 'mage-vl' is not available"),
+        ("uniform", "mage-vl", {}, "Invalid preset \\('mage-vl'\\) for selector uniform"),
+        ("uniform", None, {"group_size": 4}, "Invalid option \\(group_size\\) for selector uniform"),
         ("cvp", "other", {}, "Invalid preset"),
     ],
 )
@@ -49,6 +49,16 @@ def test_invalid_choices_are_one_line_errors(selector, preset, overrides, messag
     with pytest.raises(ValueError, match=message) as err:
         resolve_options(selector, preset, overrides)
     assert "\n" not in str(err.value)
+
+
+def test_presets_and_other_selectors_resolve_from_the_selector_table() -> None:
+    mage = resolve_options("cvp", "mage-vl", {"group_size": "16"})
+    assert (mage.options.patch, mage.options.num_sampled_frames, mage.options.group_size) == (16, 256, 16)
+    assert mage.options.workers == 1 and mage.cap_sampled_frames
+    assert mage.key != resolve_options("cvp").key
+    uniform = resolve_options("uniform", None, {"num_frames": "6"})
+    assert uniform.options.num_frames == 6 and not hasattr(uniform.options, "workers")
+    assert resolve_options("onevision").options.workers == 1
 
 
 def test_temporal_coverage_counts_frames_with_a_valid_token() -> None:

@@ -19,7 +19,7 @@ from native import gateway, torch_math
 
 
 def test_every_selector_has_an_options_class_that_is_its_schema() -> None:
-    assert SELECTORS.names[:3] == ("cvp", "llava-ov2", "uniform")
+    assert SELECTORS.names == ("cvp", "llava-ov2", "onevision", "uniform")
     for spec in SELECTORS.values():
         params = spec.options_cls.__dataclass_params__
         assert params.frozen and spec.options_cls.__dataclass_fields__
@@ -171,7 +171,7 @@ def test_block_sums_add_in_row_major_order_in_float32() -> None:
 def test_schema_5_adds_the_selector_of_each_run(tmp_path) -> None:
     import duckdb
 
-    from backend.store import SessionStore
+    from backend.store import SCHEMA_VERSION, SessionStore
 
     db = tmp_path / "v4.duckdb"
     SessionStore.create_version(db, 4)
@@ -184,8 +184,8 @@ def test_schema_5_adds_the_selector_of_each_run(tmp_path) -> None:
         "INSERT INTO runs (run_id, session_id, status, config_json) VALUES ('old', 's', 'done', '{}')"
     )
     con.close()
-    with SessionStore(db) as store:  # opening for writing migrates
-        assert store.schema_version() == 5
+    with SessionStore(db) as store:  # opening for writing migrates (to 5, then the datasets' 6)
+        assert store.schema_version() == SCHEMA_VERSION == 6
         new = store.begin_run("s", profile="clean", config={}, versions={}, selector="llava-ov2")
         assert store.get_run(new).selector == "llava-ov2" and store.get_run("old").selector == "cvp"
         assert store.session_total_frames("s") == 9
