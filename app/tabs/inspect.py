@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -204,6 +205,15 @@ def summary_of(ws: Workspace, run_id: str, result: RunResult) -> str:
     return run_summary.prepare_summary(result, pipeline_secs=stored, reopen_secs=reopen)
 
 
+def _shown(value: Any) -> Any:
+    """A table cell as read: floats to four significant digits, whole ones without decimals (a
+    readiness threshold of 176242.20957880435 reads 176242; 0.5312 stays 0.5312)."""
+    if not isinstance(value, float) or not math.isfinite(value) or value == 0:
+        return value
+    digits = max(0, 3 - math.floor(math.log10(abs(value))))
+    return round(value) if digits == 0 else round(value, digits)
+
+
 def open_view(
     ws: Workspace,
     run_id: str,
@@ -236,7 +246,10 @@ def open_view(
         heat_bar,
         timeline.prepare_timeline(result, cursor_frame_index=cursor),
         signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor),
-        gr.update(value=[list(r.values()) for r in table], headers=list(table[0]) if table else RUN_HEADERS),
+        gr.update(
+            value=[[_shown(v) for v in r.values()] for r in table],
+            headers=list(table[0]) if table else RUN_HEADERS,
+        ),
         gr.update(choices=[s.group_index for s in result.groups.specs], value=group),
         group_stepper.prepare_readiness_plot(result, group) if group is not None else None,
         run_id,

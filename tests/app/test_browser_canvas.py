@@ -236,6 +236,13 @@ def test_import_panel_opens_the_imported_run(setup: Setup, page: Any) -> None:
         "() => document.querySelector('#canvas_roundtrip').innerText.includes('png files')", timeout=30_000
     )
     assert page.locator("#canvas_roundtrip").inner_text().startswith("Round trip: PASS")
+    # Defect 3: a failed import after a success shows its error alone, not next to "Imported".
+    page.get_by_role("tab", name="Run").click()
+    page.locator("#import_dir textarea, #import_dir input").first.fill("../../etc")
+    page.locator("#import_btn").click()
+    page.get_by_text("is outside the allowed folders").first.wait_for(timeout=30_000)
+    assert "Imported" not in page.locator("#import_status").inner_text()
+    assert "Error" not in page.locator("#runs_table").inner_text()
     run = setup.ws.store.get_run(new_id)
     assert run.config["imported_from"] == str(setup.cvp_dir.resolve())
     screenshot(page, "canvas_imported.png")

@@ -268,3 +268,12 @@ def test_codec_layers_draw_vectors_and_qp(ws: Workspace, run_id: str) -> None:
     assert len({plain, vectors, qp}) == 3
     colour, _ = inspect.legends_of(ws, run_id, ["kept"], 0.5, "turbo", "frame", "block", ["mv", "qp"])
     assert "motion vector" in colour and "block QP" in colour and "exports no" not in colour
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [(176242.20957880435, 176242), (0.531249, 0.5312), (12.3456, 12.35), (3, 3), ("cut", "cut")],
+)
+def test_groups_table_numbers_read_at_four_significant_digits(value: Any, shown: Any) -> None:
+    # Issue 15, defect 13: the threshold column printed 176242.20957880435.
+    assert inspect._shown(value) == shown and type(inspect._shown(value)) is type(shown)
