@@ -63,7 +63,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--speed", default="fast", help=f"encoder presets: {', '.join(SPEEDS)} (default fast)"
     )
-    parser.add_argument("--max-frames", type=int, default=0, help="encode only the first N frames")
+    # Its own dest: llava-ov2's --max_frames (a selection option) would otherwise share it.
+    parser.add_argument(
+        "--max-frames", dest="encode_max_frames", type=int, default=0, help="encode only the first N frames"
+    )
     parser.add_argument("--max-side", type=int, default=0, help="downscale the longer side to at most N px")
     parser.add_argument(
         "--fallback-score",
@@ -92,7 +95,7 @@ def _config(args: argparse.Namespace) -> Any:
         bframes=args.bframes,
         bitrate_kbps=args.bitrate,
         speed=args.speed,
-        max_frames=args.max_frames,
+        max_frames=args.encode_max_frames,
         max_side=args.max_side,
         score=args.score or "bitcost",
         fallback_score=args.fallback_score,
