@@ -166,7 +166,9 @@ class OnevisionOptions:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"selector": SELECTOR, **dataclasses.asdict(self)}
+        """The options by name, in field order (the store and meta.json name the selector apart,
+        as for every selector; the Run tab fills its controls from these in order)."""
+        return dataclasses.asdict(self)
 
     # -- the cvp option names the output folder and the views read --------------------------
     # One group of every sampled frame; frame 0 its anchor; clean profile; pixels from a
@@ -438,7 +440,7 @@ def static_check(patch_means: np.ndarray, *, config: TopKConfig) -> StaticCheck:
 
     Examples
     --------
-    >>> static_check(np.array([0.0, 1.0, 1.0, 3.0]), config=TopKConfig()).is_static
+    >>> static_check(np.array([0.0, 1.0, 1.0, 1.5]), config=TopKConfig()).is_static  # p95 1.425 < 2
     True
     >>> static_check(np.array([0.0, 1.0, 10.0, 30.0]), config=TopKConfig()).is_static
     False
@@ -730,7 +732,8 @@ def select_onevision(
     warnings = candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
     hn, wn = geometry.prepared_hw
     if hn * wn > info.width * info.height:
-        warnings += (RunWarning("letterbox_upscaled", f"frames upscaled from {info.width}x{info.height} to {wn}x{hn}"),)
+        upscaled = f"frames upscaled from {info.width}x{info.height} to {wn}x{hn}"
+        warnings += (RunWarning("letterbox_upscaled", upscaled),)
     return RunResult(
         options=o,  # type: ignore[arg-type]  # the selector's own options (cvp names as properties)
         info=info,
