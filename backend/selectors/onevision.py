@@ -14,7 +14,7 @@ Here that is a recipe of the pipeline's own stages (probe, uniform sampling, a m
 test, the block-raster packer with 1×1 blocks) around the three steps that are onevision's:
 the letterbox geometry, the letterboxed patch scores and the top-K selection. It returns the
 same records as cvp's pipeline, so the output folder, the store and every view take it.
-``docs/selectors-onevision.md`` lists every deviation from the reference.
+``docs/selectors.md`` (section onevision) lists every deviation from the reference.
 """
 
 from __future__ import annotations
@@ -278,6 +278,27 @@ def letterbox_offsets(geometry: Geometry) -> tuple[int, int]:
     """(pad_top, pad_left) of the scaled frame inside the square."""
     (hn, wn), (s, _) = geometry.prepared_hw, geometry.processed_hw
     return (s - hn) // 2, (s - wn) // 2
+
+
+def picture_blocks(geometry: Geometry) -> tuple[int, int, int, int]:
+    """``(r0, r1, c0, c1)``: the patch rows and columns that show the scaled frame, its edges
+    rounded to the nearest patch boundary (a comparison with another selector maps these onto
+    that selector's grid; the bars are not part of the picture).
+
+    Examples
+    --------
+    >>> geo = Geometry(orig_hw=(720, 1280), prepared_hw=(324, 576), processed_hw=(576, 576),
+    ...                patch=16, block_size=1)
+    >>> picture_blocks(geo)  # rows 126…450 px: 7.875 → 8, 28.125 → 28
+    (8, 28, 0, 36)
+    """
+    top, left = letterbox_offsets(geometry)
+    hn, wn = geometry.prepared_hw
+    p = geometry.patch * geometry.block_size
+    rows, cols = geometry.block_grid_hw
+    r0, c0 = min(rows - 1, round(top / p)), min(cols - 1, round(left / p))
+    r1, c1 = max(r0 + 1, min(rows, round((top + hn) / p))), max(c0 + 1, min(cols, round((left + wn) / p)))
+    return r0, r1, c0, c1
 
 
 def valid_patches(geometry: Geometry) -> np.ndarray:
