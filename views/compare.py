@@ -21,10 +21,11 @@ from backend.compare import (
     cell_area_px,
     heatmap_normaliser,
     kept_mask_at,
-    kept_mask_on,
+    kept_mask_into,
     signal_family,
 )
 from backend.pipeline import RunResult
+from backend.selectors import picture_of
 from views.figure_style import SERIES, apply_style, series_colour
 from views.inspector import navigation
 from views.inspector.frame_layers import COLORMAPS, LayerOptions, prepare_frame_layers
@@ -151,16 +152,19 @@ def heatmap_range(results: Sequence[RunResult], index: int, scale: str) -> str:
 def difference_masks(a: RunResult, b: RunResult, frame_index: int) -> dict[str, np.ndarray]:
     """Blocks of a frame in A's canvases only, in B's only and in both, on B's block grid.
 
-    When the runs' grids differ (selectors size canvases differently), A's kept blocks are mapped
-    onto B's grid by area (``backend.compare.selectors.masks_on``: kept where at least half covered).
+    When the runs' grids differ (selectors size canvases differently, onevision letterboxes), A's
+    kept blocks of the picture are mapped onto B's picture by area
+    (``backend.compare.selectors.kept_mask_into``: kept where at least half covered; none on B's bars).
 
     Returns
     -------
     dict ``a_only``, ``b_only``, ``both`` → (block_rows, block_cols) bool (anchors count whole).
     """
     mb = kept_mask_at(b, frame_index)
-    same = tuple(a.geometry.block_grid_hw) == tuple(b.geometry.block_grid_hw)
-    ma = kept_mask_at(a, frame_index) if same else kept_mask_on(a, frame_index, mb.shape)
+    same = tuple(a.geometry.block_grid_hw) == tuple(b.geometry.block_grid_hw) and picture_of(
+        a.options, a.geometry
+    ) == picture_of(b.options, b.geometry)
+    ma = kept_mask_at(a, frame_index) if same else kept_mask_into(a, frame_index, b)
     if ma.shape != mb.shape:
         raise ValueError(f"Invalid pair: block grids differ ({ma.shape} vs {mb.shape}).")
     return {"a_only": ma & ~mb, "b_only": mb & ~ma, "both": ma & mb}

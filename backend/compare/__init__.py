@@ -14,6 +14,7 @@ from backend.compare.selectors import (
     SelectorComparison,
     SelectorEntry,
     compare_selectors,
+    kept_mask_into,
     kept_mask_on,
     parse_entries,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "default_output_dir",
     "heatmap_normaliser",
     "kept_mask_at",
+    "kept_mask_into",
     "kept_mask_on",
     "load_comparison",
     "parse_crf",

@@ -9,7 +9,9 @@ longest stretch without one) and spatial coverage.
 Selectors size their canvases differently (cvp 336×448 where llava-ov2 makes 336×420 of a
 640×480 video), so blocks are compared on one grid, the first entry's: another run's kept
 blocks are mapped onto it by area, and a reference block counts as kept when at least half of
-it is covered. Runs of the same grid compare block for block.
+it is covered. Runs of the same grid compare block for block. Only the blocks that show the
+picture take part: a letterboxing selector's bars (onevision) are cut off first
+(``backend.selectors.picture_of``), so that its blocks land where their pixels are.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from backend.errors import CodecLensError
 from backend.pipeline import RunResult
 from backend.records import _ShapeRepr
 from backend.runs import content_sha256, select_and_store
-from backend.selectors import SELECTORS, check_options, option_names, options_for
+from backend.selectors import SELECTORS, check_options, option_names, options_for, picture_of
 from backend.selectors.presets import PRESETS, preset_values
 from backend.stages.probe import ProbeConfig, check_input_file, probe
 from backend.stages.signals import canonical_codec
@@ -203,9 +205,27 @@ def masks_on(masks: np.ndarray, grid_hw: tuple[int, int]) -> np.ndarray:
     return out
 
 
+def picture_grid(result: RunResult) -> tuple[int, int]:
+    """(rows, cols) of the run's blocks that show the picture (its whole block grid unless its
+    selector adds bars)."""
+    r0, r1, c0, c1 = picture_of(result.options, result.geometry)
+    return r1 - r0, c1 - c0
+
+
+def picture_masks(result: RunResult) -> np.ndarray:
+    """:func:`kept_masks` cut to the blocks that show the picture, (total_frames, rows, cols) bool."""
+    r0, r1, c0, c1 = picture_of(result.options, result.geometry)
+    return kept_masks(result)[:, r0:r1, c0:c1]
+
+
+def _whole_grid(result: RunResult) -> bool:
+    return picture_grid(result) == tuple(result.geometry.block_grid_hw)
+
+
 def kept_mask_on(result: RunResult, frame_index: int, grid_hw: tuple[int, int]) -> np.ndarray:
-    """(BH, BW) bool: the blocks of one frame in a run's canvases, on another block grid."""
-    masks = kept_masks(result)
+    """(BH, BW) bool: the blocks of one frame in a run's canvases (its picture's), on another
+    picture's block grid."""
+    masks = picture_masks(result)
     total = masks.shape[0]
     frame = (
         masks[frame_index : frame_index + 1]
@@ -213,6 +233,15 @@ def kept_mask_on(result: RunResult, frame_index: int, grid_hw: tuple[int, int]) 
         else np.zeros((1, *masks.shape[1:]), bool)
     )
     return masks_on(frame, grid_hw)[0]
+
+
+def kept_mask_into(a: RunResult, frame_index: int, b: RunResult) -> np.ndarray:
+    """A's kept blocks of one frame on B's whole block grid: A's picture mapped onto B's picture,
+    nothing on B's bars. (block_rows, block_cols) of B, bool."""
+    r0, r1, c0, c1 = picture_of(b.options, b.geometry)
+    out = np.zeros(b.geometry.block_grid_hw, bool)
+    out[r0:r1, c0:c1] = kept_mask_on(a, frame_index, (r1 - r0, c1 - c0))
+    return out
 
 
 def frame_times(result: RunResult) -> np.ndarray:
@@ -248,9 +277,9 @@ class Coverage(_ShapeRepr):
 
 
 def coverage(result: RunResult, grid_hw: tuple[int, int], *, variant_index: int, selector: str) -> Coverage:
-    """The run's coverage figures (see :class:`Coverage`)."""
+    """The run's coverage figures (see :class:`Coverage`); blocks are its picture's."""
     info = result.info
-    masks = kept_masks(result)[: max(1, int(info.total_frames))]
+    masks = picture_masks(result)[: max(1, int(info.total_frames))]
     per_frame = masks.reshape(masks.shape[0], -1).any(axis=1)
     times = frame_times(result)[: per_frame.size]
     duration = (
@@ -286,7 +315,7 @@ def pair_on_grid(
 
     Spearman of the block scores where both runs score that grid themselves, else NaN.
     """
-    ma, mb = masks_on(kept_masks(a), grid_hw), masks_on(kept_masks(b), grid_hw)
+    ma, mb = masks_on(picture_masks(a), grid_hw), masks_on(picture_masks(b), grid_hw)
     total = max(ma.shape[0], mb.shape[0])
     ma = np.concatenate([ma, np.zeros((total - ma.shape[0], *ma.shape[1:]), bool)])
     mb = np.concatenate([mb, np.zeros((total - mb.shape[0], *mb.shape[1:]), bool)])
@@ -301,7 +330,7 @@ def pair_on_grid(
         jac = np.where(union > 0, both / np.maximum(union, 1), np.nan)
     rho = np.full(frames.size, np.nan)
     same = tuple(a.geometry.block_grid_hw) == tuple(grid_hw) == tuple(b.geometry.block_grid_hw)
-    if same:
+    if same and _whole_grid(a) and _whole_grid(b):
         for k, fid in enumerate(frames.tolist()):
             if fid in rows_a and fid in rows_b:
                 rho[k] = spearman(a.scores.block_scores[rows_a[fid]], b.scores.block_scores[rows_b[fid]])
@@ -416,7 +445,7 @@ def compare_selectors(
                 on_progress(f"select {entry.label}", (k + 1) / (len(entries) + 1))
         t0 = time.perf_counter()
         results = [r for _, r in runs]
-        grid = tuple(int(v) for v in results[0].geometry.block_grid_hw)
+        grid = tuple(int(v) for v in picture_grid(results[0]))
         pairs = tuple(
             pair_on_grid(results[i], results[j], grid, variant_a=i, variant_b=j)
             for i in range(len(results))

@@ -15,15 +15,16 @@ options class, and one ``SelectorSpec`` row below.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from backend.config import Registry, Variant
 from backend.pipeline import FRONT_OPTIONS, SCORE_OPTIONS, SelectionOptions, run
+from backend.records import Geometry
 from backend.selectors.llava_ov2.options import LlavaOv2Options
 from backend.selectors.llava_ov2.run import select_llava_ov2
-from backend.selectors.onevision import OnevisionOptions, select_onevision
+from backend.selectors.onevision import OnevisionOptions, picture_blocks, select_onevision
 from backend.selectors.uniform import UniformOptions, select_uniform
 
 
@@ -35,11 +36,15 @@ class SelectorSpec(Variant):
     takes ``front``/``scores``/``info`` (see the module docstring). ``front_options`` and
     ``score_options``: the options whose change invalidates the cached decode and the cached
     score maps (empty for a selector that is not resumable: every option then counts).
+    ``picture_box``: see the field.
     """
 
     resumable: bool = False
     front_options: tuple[str, ...] = ()
     score_options: tuple[str, ...] = ()
+    picture_box: Callable[[Geometry], tuple[int, int, int, int]] | None = None
+    """For a selector whose frames carry bars (onevision letterboxes): ``(r0, r1, c0, c1)``, the
+    block rows and columns that show the picture. None: the whole block grid does."""
 
     @property
     def options_cls(self) -> type:
@@ -81,6 +86,7 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "OneVision-Encoder's LLaVA-NeXT codec path: frame 0 whole, then a global (or per time bucket) "
             "top-K of motion+residual patches over a letterboxed square",
             OnevisionOptions,
+            picture_box=picture_blocks,
         ),
         SelectorSpec(
             "uniform",
@@ -107,6 +113,16 @@ def spec_of(options: Any) -> SelectorSpec:
 def selector_of(options: Any) -> str:
     """The name of the selector ``options`` belong to (``cvp`` for SelectionOptions)."""
     return spec_of(options).name
+
+
+def picture_of(options: Any, geometry: Geometry) -> tuple[int, int, int, int]:
+    """``(r0, r1, c0, c1)``: the block rows and columns of a run's grid that show the picture (the
+    whole grid unless its selector adds bars, see :attr:`SelectorSpec.picture_box`)."""
+    spec = spec_of(options)
+    if spec.picture_box is not None:
+        return spec.picture_box(geometry)
+    bh, bw = geometry.block_grid_hw
+    return 0, bh, 0, bw
 
 
 def option_names(selector: str) -> tuple[str, ...]:
@@ -161,6 +177,7 @@ __all__ = [
     "check_options",
     "option_names",
     "options_for",
+    "picture_of",
     "select",
     "selector_of",
     "spec_of",

@@ -14,7 +14,7 @@ Here that is a recipe of the pipeline's own stages (probe, uniform sampling, a m
 test, the block-raster packer with 1×1 blocks) around the three steps that are onevision's:
 the letterbox geometry, the letterboxed patch scores and the top-K selection. It returns the
 same records as cvp's pipeline, so the output folder, the store and every view take it.
-``docs/selectors-onevision.md`` lists every deviation from the reference.
+``docs/selectors.md`` (section onevision) lists every deviation from the reference.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.config import param, validate_fields
+from backend.config import Registry, Variant, param, validate_fields
 from backend.errors import DecodeError, PipelineError
 from backend.pipeline.registry import STAGES
 from backend.pipeline.runner import RunResult
@@ -54,7 +54,7 @@ from backend.stages.geometry import check_frame_size
 from backend.stages.score import NORMALISERS, ScoreConfig, patch_and_block_sums, upsample
 from backend.stages.signals import SIGNALS, SignalConfig, compute_signals
 
-TOPK_MODES = ("global", "time_bucket")
+TOPK_MODES = ("global", "time_bucket")  # the names of TOPK below (the options' choices)
 SIGNAL_CHOICES = ("mvres", "residual", "mv")
 CANVAS_FORMATS = ("jpg", "png")
 SELECTOR = "onevision"
@@ -166,7 +166,9 @@ class OnevisionOptions:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"selector": SELECTOR, **dataclasses.asdict(self)}
+        """The options by name, in field order (the store and meta.json name the selector apart,
+        as for every selector; the Run tab fills its controls from these in order)."""
+        return dataclasses.asdict(self)
 
     # -- the cvp option names the output folder and the views read --------------------------
     # One group of every sampled frame; frame 0 its anchor; clean profile; pixels from a
@@ -276,6 +278,27 @@ def letterbox_offsets(geometry: Geometry) -> tuple[int, int]:
     """(pad_top, pad_left) of the scaled frame inside the square."""
     (hn, wn), (s, _) = geometry.prepared_hw, geometry.processed_hw
     return (s - hn) // 2, (s - wn) // 2
+
+
+def picture_blocks(geometry: Geometry) -> tuple[int, int, int, int]:
+    """``(r0, r1, c0, c1)``: the patch rows and columns that show the scaled frame, its edges
+    rounded to the nearest patch boundary (a comparison with another selector maps these onto
+    that selector's grid; the bars are not part of the picture).
+
+    Examples
+    --------
+    >>> geo = Geometry(orig_hw=(720, 1280), prepared_hw=(324, 576), processed_hw=(576, 576),
+    ...                patch=16, block_size=1)
+    >>> picture_blocks(geo)  # rows 126…450 px: 7.875 → 8, 28.125 → 28
+    (8, 28, 0, 36)
+    """
+    top, left = letterbox_offsets(geometry)
+    hn, wn = geometry.prepared_hw
+    p = geometry.patch * geometry.block_size
+    rows, cols = geometry.block_grid_hw
+    r0, c0 = min(rows - 1, round(top / p)), min(cols - 1, round(left / p))
+    r1, c1 = max(r0 + 1, min(rows, round((top + hn) / p))), max(c0 + 1, min(cols, round((left + wn) / p)))
+    return r0, r1, c0, c1
 
 
 def valid_patches(geometry: Geometry) -> np.ndarray:
@@ -438,7 +461,7 @@ def static_check(patch_means: np.ndarray, *, config: TopKConfig) -> StaticCheck:
 
     Examples
     --------
-    >>> static_check(np.array([0.0, 1.0, 1.0, 3.0]), config=TopKConfig()).is_static
+    >>> static_check(np.array([0.0, 1.0, 1.0, 1.5]), config=TopKConfig()).is_static  # p95 1.425 < 2
     True
     >>> static_check(np.array([0.0, 1.0, 10.0, 30.0]), config=TopKConfig()).is_static
     False
@@ -506,6 +529,69 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     return np.argsort(-scores, kind="stable")[:k]
 
 
+def topk_global(
+    cand: np.ndarray, *, budget: int, s_valid: int, config: TopKConfig
+) -> tuple[list[int], dict[str, Any]]:
+    """One top-K over every valid patch of frames 1…: the ``budget`` best, best first.
+
+    Parameters
+    ----------
+    cand : (n − 1, S) float32 scores of frames 1…, −inf on the bars.
+    budget : patches to choose; s_valid : valid patches per frame.
+
+    Returns
+    -------
+    Flat indices ``(t − 1) · S + patch`` in the order chosen, and nothing for the debug record.
+
+    Examples
+    --------
+    >>> topk_global(np.array([[1.0, 5.0], [3.0, -np.inf]], np.float32), budget=2, s_valid=1,
+    ...             config=TopKConfig())
+    ([1, 2], {})
+    """
+    del config
+    available = cand.shape[0] * s_valid
+    return _top(cand.reshape(-1), min(budget, available)).tolist(), {}
+
+
+def topk_time_bucket(
+    cand: np.ndarray, *, budget: int, s_valid: int, config: TopKConfig
+) -> tuple[list[int], dict[str, Any]]:
+    """Frames 1… in ``time_bucket_count`` contiguous buckets (−1: ``num_images − 1``), the best
+    canvas-full (S patches) of each in turn, the list cut at the budget.
+
+    Returns
+    -------
+    Flat indices as :func:`topk_global`, and ``time_buckets`` (first and last frame of each).
+
+    Examples
+    --------
+    >>> cand = np.array([[1.0, 5.0], [3.0, 0.0], [2.0, 4.0]], np.float32)
+    >>> topk_time_bucket(cand, budget=4, s_valid=2, config=TopKConfig(num_images=3))
+    ([1, 2, 5, 4], {'time_buckets': [[1, 2], [3, 3]]})
+    """
+    n_later, s_total = cand.shape
+    later = np.arange(1, n_later + 1)
+    count = config.time_bucket_count if config.time_bucket_count > 0 else config.num_images - 1
+    count = max(1, min(count, max(1, n_later)))
+    buckets = [b for b in np.array_split(later, count) if b.size]
+    chosen: list[int] = []
+    for b in buckets:
+        part = cand[b - 1].reshape(-1)
+        top = _top(part, min(s_total, b.size * s_valid))
+        chosen += ((b[top // s_total] - 1) * s_total + top % s_total).tolist()
+    return chosen[:budget], {"time_buckets": [[int(b[0]), int(b[-1])] for b in buckets]}
+
+
+TOPK: Registry[Variant] = Registry(
+    "topk mode",
+    (
+        Variant("global", topk_global, "one top-K over every valid patch of frames 1…"),
+        Variant("time_bucket", topk_time_bucket, "the best canvas-full of patches of each stretch of time"),
+    ),
+)
+
+
 def select_topk(
     candidates: Candidates,
     scores: ScoreMaps,
@@ -536,7 +622,6 @@ def select_topk(
     s_valid = int(valid_flat.size)
     budget = (config.num_images - 1) * s_total
     block = scores.block_scores.astype(np.float32, copy=False)
-    later = np.arange(1, n)
     # Candidate scores of frames 1…, padding patches excluded: index (t - 1) · S + flat.
     cand = block[1:].copy() if n > 1 else np.zeros((0, s_total), np.float32)
     cand[:, ~valid] = -np.inf
@@ -571,18 +656,11 @@ def select_topk(
         k = min(budget - len(chosen), available - len(chosen))
         chosen += _top(rest, k).tolist()
         debug["static_uniform_frames"] = ts
-    elif config.topk_mode == "global":
-        chosen = _top(flat_cand, min(budget, available)).tolist()
     else:
-        count = config.time_bucket_count if config.time_bucket_count > 0 else config.num_images - 1
-        count = max(1, min(count, max(1, n - 1)))
-        buckets = [b for b in np.array_split(later, count) if b.size]
-        for b in buckets:
-            part = cand[b - 1].reshape(-1)
-            top = _top(part, min(s_total, b.size * s_valid))
-            chosen += ((b[top // s_total] - 1) * s_total + top % s_total).tolist()
-        chosen = chosen[:budget]
-        debug["time_buckets"] = [[int(b[0]), int(b[-1])] for b in buckets]
+        chosen, extra = TOPK.lookup(config.topk_mode).function(
+            cand, budget=budget, s_valid=s_valid, config=config
+        )
+        debug |= extra
     debug["static"] = check.as_dict() | {"fallback_on": config.static_fallback}
     order = np.asarray(chosen, np.int64)
     t_of = order // s_total + 1
@@ -730,7 +808,8 @@ def select_onevision(
     warnings = candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
     hn, wn = geometry.prepared_hw
     if hn * wn > info.width * info.height:
-        warnings += (RunWarning("letterbox_upscaled", f"frames upscaled from {info.width}x{info.height} to {wn}x{hn}"),)
+        upscaled = f"frames upscaled from {info.width}x{info.height} to {wn}x{hn}"
+        warnings += (RunWarning("letterbox_upscaled", upscaled),)
     return RunResult(
         options=o,  # type: ignore[arg-type]  # the selector's own options (cvp names as properties)
         info=info,

@@ -5,6 +5,7 @@ Hand-computed cases on tiny records, then whole runs on real clips (``slow``).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,8 @@ import pytest
 from backend.cvp_format.write import write_output
 from backend.records import Candidates, DecodedFrames, Geometry, ScoreMaps, VideoInfo
 from backend.selectors.onevision import (
+    TOPK,
+    TOPK_MODES,
     LetterboxConfig,
     OnevisionOptions,
     TopKConfig,
@@ -222,7 +225,10 @@ def test_options_refuse_what_cannot_run() -> None:
         OnevisionOptions(topk_mode="local")
     with pytest.raises(ValueError, match="Invalid w mv"):
         OnevisionOptions(w_mv=0.0, w_res=0.0)
-    assert OnevisionOptions().as_dict()["selector"] == "onevision"
+    # The top-K modes are the registry's variants, and the option's choices are their names.
+    assert TOPK.names == TOPK_MODES
+    # Its fields in order, as every selector's (the Run tab fills its controls from them in order).
+    assert list(OnevisionOptions().as_dict()) == [f.name for f in dataclasses.fields(OnevisionOptions)]
 
 
 # --------------------------------------------------------------------------- whole runs

@@ -1,8 +1,10 @@
 """Every selector and preset from the CLI on H.264, HEVC, VP9 and AV1; stored runs reopen and re-select;
-a selector comparison's coverage by hand."""
+onevision through reselect, compare and payload; a selector comparison's coverage and a letterboxed
+run's blocks by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from clips import encode_clip
 from conftest import run_cli_forked
 
 from backend.compare import compare_selectors, load_comparison, parse_entries
-from backend.compare.selectors import coverage, masks_on
+from backend.compare.selectors import coverage, kept_mask_into, masks_on, picture_grid, picture_masks
 from backend.runs import open_run, reselect, select_and_store
 from backend.selectors import options_for
 from backend.store import SessionStore
@@ -35,6 +37,17 @@ COMMANDS = {
     "cvp": ["--num_sampled_frames", "24"],
     "llava-ov2": ["--selector", "llava-ov2", "--target_canvas", "8", "--score_mode", "mvwarp"],
     "uniform": ["--selector", "uniform", "--num_frames", "8"],
+    # A 192-pixel square: the 320×192 frames become 192×115, letterboxed with bars above and below.
+    "onevision": [
+        "--selector",
+        "onevision",
+        "--seq_len_frames",
+        "16",
+        "--num_images",
+        "3",
+        "--square_size",
+        "192",
+    ],
     "mage-vl": ["--preset", "mage-vl", "--num_sampled_frames", "24"],
     "llava-ov2-release": ["--preset", "llava-ov2-release"],
 }
@@ -65,6 +78,10 @@ def test_every_selector_and_preset_runs_from_the_cli(
             assert summary["frames"] == 48
         if name == "mage-vl":
             assert meta["patch"] == 16
+        if name == "onevision":  # frame 0 whole, then 2 canvases of 12×12 patches from frames 1…
+            assert summary["frames"] == 16 and summary["tokens"] == 3 * 12 * 12
+            assert (positions[: 12 * 12, 0] == 0).all() and (positions[12 * 12 :, 0] > 0).all()
+            assert "signal_stand_in" in {w["code"] for w in summary["warnings"]}
     refused = run_cli_forked(
         "select", tiny_clips[codec], "--out", tmp_path / "x", "--selector", "uniform", "--gop_mode", "bitcost"
     )
@@ -153,3 +170,103 @@ def test_a_selector_comparison_is_stored_like_a_codec_comparison(
         parse_entries("cvp")
     with pytest.raises(ValueError, match=r"Invalid option \(--profile\)"):
         parse_entries("uniform,uniform[num_frames=3]", shared={"profile": "parity"})
+
+
+def test_onevision_reselects_compares_and_pays_out_from_the_cli(
+    tiny_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    video, db = tiny_clips["h264"], tmp_path / "s.duckdb"
+    args = ["--seq_len_frames", "16", "--num_images", "3", "--square_size", "192"]
+    first = run_cli_forked(
+        "select",
+        video,
+        "--selector",
+        "onevision",
+        *args,
+        "--out",
+        tmp_path / "ov",
+        "--session-db",
+        db,
+        "--json",
+    )
+    assert first.returncode == 0, first.stderr
+    run_id = json.loads(first.stdout)["run_id"]
+    # The bool option as a switch; options of another selector refused in one line.
+    again = run_cli_forked(
+        "reselect", run_id, "--session-db", db, "--json", "--num_images", "2", "--no_static_fallback",
+        "--topk_mode", "time_bucket", "--out", tmp_path / "ov2",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert summary["selector"] == "onevision" and summary["parent_run_id"] == run_id
+    assert summary["changed"] == {"num_images": 2, "topk_mode": "time_bucket", "static_fallback": False}
+    assert summary["canvases"] == 2 and len(list((tmp_path / "ov2").glob("canvas_*.jpg"))) == 2
+    refused = run_cli_forked("reselect", run_id, "--session-db", db, "--images_per_group", "2")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "Invalid option (--images_per_group) for the onevision selector" in refused.stderr
+    as_cvp = run_cli_forked("reselect", run_id, "--session-db", db, "--json", "--selector", "cvp")
+    assert as_cvp.returncode == 0 and json.loads(as_cvp.stdout)["selector"] == "cvp", as_cvp.stderr
+    # A comparison with onevision: its blocks on cvp's 7×11 grid (the first entry's).
+    compared = run_cli_forked(
+        "compare", video, "--session-db", db, "--json",
+        "--selectors", "cvp[num_sampled_frames=24],onevision[seq_len_frames=16,num_images=3,square_size=192]",
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    done = json.loads(compared.stdout)
+    assert done["grid_hw"] == [7, 11] and [e["selector"] for e in done["entries"]] == ["cvp", "onevision"]
+    ov = done["entries"][1]
+    # Frame 0 is kept whole: every block of the picture, so spatial coverage is complete.
+    assert ov["canvases"] == 3 and ov["spatial_coverage"] == 1.0 and ov["covered_bins"] >= 1
+    # OneVision-Encoder's payload of the onevision folder: t over the 16 sampled frames, the square's grid.
+    pay = run_cli_forked("payload", tmp_path / "ov", "--model", "onevision-encoder", "--out", tmp_path / "p")
+    assert pay.returncode == 0, pay.stderr
+    thw = np.load(tmp_path / "p" / "positions_thw.npy")
+    vis = np.load(tmp_path / "p" / "visible_indices.npy")
+    manifest = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert manifest["grid_hw"] == [12, 12] and manifest["seq_len_frames"] == 16
+    assert thw.shape == (3 * 144, 3) and (thw[:144, 0] == 0).all() and (thw[144:, 0] > 0).all()
+    assert np.array_equal(vis, thw[:, 0].astype(np.int64) * 144 + thw[:, 1] * 12 + thw[:, 2])
+    llava = run_cli_forked("payload", tmp_path / "ov", "--model", "llava-ov2", "--out", tmp_path / "q")
+    assert llava.returncode == 2 and "16-pixel patches" in llava.stderr and llava.stderr.count("\n") == 1
+
+
+def _only(result, frame: int, cells: list[tuple[int, int]]):
+    """``result`` with its canvases carrying exactly ``cells`` (patch row, col) of ``frame``."""
+    tok = np.array(result.canvases.tokens, copy=True)
+    tok[:, 7] = 0
+    tok[: len(cells), 0] = frame
+    tok[: len(cells), 1:3] = cells
+    tok[: len(cells), 7] = 1
+    return dataclasses.replace(result, canvases=dataclasses.replace(result.canvases, tokens=tok))
+
+
+def test_a_letterboxed_runs_blocks_land_where_their_pixels_are(
+    tiny_clips: dict[str, Path], tmp_path: Path
+) -> None:
+    # onevision with a 320 square: the 320×192 frame fills rows 64…256, i.e. patch rows 4…16 of the
+    # 20×20 grid; cvp's grid of the same frame is 7×11 blocks of 28 px (196×308 processed).
+    video = tiny_clips["h264"]
+    with SessionStore(tmp_path / "s.duckdb") as store:
+        _, ov = select_and_store(
+            video,
+            store,
+            options=options_for("onevision", {"seq_len_frames": 8, "num_images": 2, "square_size": 320}),
+        )
+        _, cvp = select_and_store(video, store, options=options_for("cvp", {"num_sampled_frames": 8}))
+    assert picture_grid(ov) == (12, 20) and picture_grid(cvp) == (7, 11) == cvp.geometry.block_grid_hw
+    # The picture's top-left 2×2 patches (square rows 4–5): on the 7×11 grid a target block spans
+    # 12/7 × 20/11 patches, wholly inside them, so block (0, 0) alone is kept. Counting the bars
+    # (the whole square resampled) would put them in block row 1 instead.
+    top_left = _only(ov, 3, [(4, 0), (4, 1), (5, 0), (5, 1)])
+    assert picture_masks(top_left)[3].sum() == 4
+    kept = kept_mask_into(top_left, 3, cvp)
+    assert kept.shape == (7, 11) and np.argwhere(kept).tolist() == [[0, 0]]
+    # Back again: cvp's block (0, 0) covers 20/11 × 12/7 patches' worth; patches (0…1, 0…1) of the
+    # picture are at least half covered (the smallest share 0.714 × 0.818), the next ones not, and
+    # they sit below the 4 rows of bars.
+    block = _only(cvp, 3, [(0, 0), (0, 1), (1, 0), (1, 1)])  # the 2×2 patches of block (0, 0)
+    onto = kept_mask_into(block, 3, ov)
+    assert onto.shape == (20, 20) and np.argwhere(onto).tolist() == [[4, 0], [4, 1], [5, 0], [5, 1]]
+    # Spatial coverage counts the picture only: frame 0 whole covers all of it, bars or not.
+    c = coverage(ov, (7, 11), variant_index=0, selector="onevision")
+    assert c.spatial_coverage == 1.0
