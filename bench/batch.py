@@ -15,6 +15,9 @@ other bytes, other keyframes). Every round then runs, side by side on the same v
   stopped by the command: its start-up counts), skipped when Ray is not installed;
 * ``rerun``: ``local`` again on its own output: every video is skipped.
 
+The Ray and local output folders are then compared file by file (bytes; the JSON files without
+their timing fields and folder path).
+
 Each is timed as whole processes (wall), interpreter start and imports included, as a user
 would run them. Ratios: local ÷ cvp (goal ≤ 0.33), ray ÷ local (goal ≤ 1.15), rerun ÷ local
 (goal ≤ 0.05). The machine is shared: the load average before and after each round is
@@ -107,6 +110,37 @@ def run_lens(folder: Path, out: Path, workers: int, engine: str, profile: str) -
     return wall, json.loads(proc.stdout.splitlines()[-1])
 
 
+# Fields holding the time a run took or the folder it was written to, per JSON file of an output.
+_VARYING = {"meta.json": ("timing_sec", "timings", "out_dir"), "codec_lens.json": ("timings_secs",)}
+
+
+def _comparable(path: Path) -> bytes | dict:
+    """A file's bytes, or for the JSON files the document without its timings and folder."""
+    if path.name not in _VARYING and path.name != "codec_lens_batch.json":
+        return path.read_bytes()
+    doc = json.loads(path.read_text())
+    for key in _VARYING.get(path.name, ()):
+        doc.pop(key, None)
+    if path.name == "codec_lens_batch.json":
+        doc["row"].pop("seconds", None)
+    return doc
+
+
+def differing_files(first: Path, second: Path) -> tuple[int, list[str]]:
+    """Files under two batches' ``videos/`` folders, and the names that differ (or exist in one only)."""
+    trees = [
+        {p.relative_to(root / "videos").as_posix(): p for p in (root / "videos").rglob("*") if p.is_file()}
+        for root in (first, second)
+    ]
+    names = sorted(set(trees[0]) | set(trees[1]))
+    differ = [
+        n
+        for n in names
+        if n not in trees[0] or n not in trees[1] or _comparable(trees[0][n]) != _comparable(trees[1][n])
+    ]
+    return len(names), differ
+
+
 def ray_available() -> bool:
     probe = subprocess.run([sys.executable, "-c", "import ray"], capture_output=True, check=False)
     return probe.returncode == 0
@@ -155,6 +189,9 @@ def main() -> int:
                 else:
                     walls["ray"].append(wall)
                     failed += ray_summary["failed"]
+                    files, differ = differing_files(work / "local", work / "ray")
+                    same = "all identical" if not differ else f"{len(differ)} differ: {', '.join(differ[:5])}"
+                    print(f"ray vs local outputs: {files} files, {same} (JSON timing fields left out)")
             wall, rerun = run_lens(args.folder, work / "local", args.workers, "local", args.profile)
             walls["rerun"].append(wall)
             assert rerun["skipped"] == len(videos) - summary["failed"], rerun

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,15 +90,16 @@ def show(
 
 
 def _stored_options(folder: Path) -> Any:
-    """The options a video's output folder was made with (its codec_lens.json)."""
-    from backend.pipeline import SelectionOptions
+    """The selector options a video's output folder was made with (its codec_lens.json, which
+    names the selector unless it is cvp)."""
+    from backend.selectors import options_for
 
     try:
-        given = json.loads((folder / "codec_lens.json").read_text())["options"]
-    except (OSError, ValueError, KeyError) as exc:
+        done = json.loads((folder / "codec_lens.json").read_text())
+        given, selector = done["options"], done.get("selector", "cvp")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError("has no complete batch output to reopen", path=folder, stage="dataset") from exc
-    names = {f.name for f in dataclasses.fields(SelectionOptions)}
-    return SelectionOptions(**{k: v for k, v in given.items() if k in names})
+    return options_for(selector, given)
 
 
 def open_video(ws: Workspace, source: str, path: str) -> tuple[str, str]:

@@ -309,10 +309,18 @@ def read_record(out_dir: str | Path) -> dict[str, Any] | None:
     return record
 
 
-def _write_record(out_dir: str, row: dict[str, Any], stat: dict[str, int], session_db: str | None) -> None:
+def _write_record(
+    out_dir: str,
+    row: dict[str, Any],
+    stat: dict[str, int],
+    session_db: str | None,
+    options: dict[str, Any] | None,
+) -> None:
+    """Write the unit record (``options``: the selector, preset and option values the run used)."""
     folder = Path(out_dir)
     tmp = folder / f".{UNIT_RECORD}.partial"
-    tmp.write_text(json.dumps({"format": UNIT_FORMAT, "row": row, "stat": stat, "session_db": session_db}))
+    record = {"format": UNIT_FORMAT, "row": row, "stat": stat, "session_db": session_db, "options": options}
+    tmp.write_text(json.dumps(record, default=str))
     os.replace(tmp, folder / UNIT_RECORD)
 
 
@@ -384,7 +392,9 @@ def run_unit(task: UnitTask, *, on_stage: StageCallback | None = None) -> dict[s
                 dataclasses.replace(task, rehash=False), {**record, "stat": stat}, verify_runs=verify
             )
             if same is not None:
-                _write_record(task.out_dir, record["row"], stat, record.get("session_db"))  # the new stat
+                _write_record(  # the new stat
+                    task.out_dir, record["row"], stat, record.get("session_db"), record.get("options")
+                )
                 return same
         from backend.pipeline import STAGES
 
@@ -401,7 +411,12 @@ def run_unit(task: UnitTask, *, on_stage: StageCallback | None = None) -> dict[s
         seconds = time.perf_counter() - t0
         output_dir = str(Path("videos") / task.rel_path)
         row = done_row(task, result, content=content, seconds=seconds, run_id=run_id, output_dir=output_dir)
-        _write_record(task.out_dir, row, stat, task.session_db)
+        used = {
+            "selector": task.unit.selector,
+            "preset": task.unit.preset,
+            "options": result.options.as_dict(),
+        }
+        _write_record(task.out_dir, row, stat, task.session_db, used)
         return row
     except (CodecLensError, ValueError, OSError) as exc:  # RuntimeErrors of ours are CodecLensErrors
         return failed_row(task, one_line(exc, task.path), seconds=time.perf_counter() - t0, content=content)

@@ -118,18 +118,34 @@ def test_every_selector_runs_a_batch_and_a_preset_sets_its_values(tmp_path: Path
         rows = read_summary_parquet(out / "batch.parquet").set_index("rel_path")
         assert set(rows.index) == set(clips) and (rows["status"] == "done").all()
         assert (rows["selector"] == selector).all() and (rows["tokens"] > 0).all()
-        counts[selector] = rows["canvases"].to_dict()
-    assert all(n == 6 for n in counts["uniform"].values())  # one whole frame per canvas
+        counts[selector] = rows[["frames", "groups", "canvases"]].to_dict("index")
+    # Uniform keeps 6 whole frames, one canvas each, in groups of 4: the second group's last two
+    # canvases are padding.
+    assert all(c == {"frames": 6, "groups": 2, "canvases": 8} for c in counts["uniform"].values())
+    # The Dataset tab reopens an output folder with its own selector's options, not cvp's.
+    from app.tabs.dataset import _stored_options
+    from backend.selectors import UniformOptions
+
+    assert _stored_options(tmp_path / "uniform" / "videos" / "a.mp4") == UniformOptions(num_frames=6)
     # A preset names its selector: mage-vl is cvp with patch 16 and up to 256 samples.
     out = tmp_path / "mage"
-    result = run_cli_forked(
-        "batch", clips["a.mp4"], "--out", out, "--json", "--workers", "1", "--preset", "mage-vl"
-    )
+    listed = tmp_path / "data" / "one.txt"
+    listed.write_text("a.mp4\n")
+    result = run_cli_forked("batch", listed, "--out", out, "--json", "--workers", "1", "--preset", "mage-vl")
     assert result.returncode == 0, result.stderr
     rows = read_summary_parquet(out / "batch.parquet")
     assert list(rows["selector"]) == ["cvp"]
     record = json.loads((out / "videos" / "a.mp4" / "codec_lens_batch.json").read_text())
     assert record["options"]["options"]["patch"] == 16 and record["options"]["preset"] == "mage-vl"
+    assert record["options"]["options"]["num_sampled_frames"] == 256  # mage-vl does not cap
+    # llava-ov2-release caps its 512 samples at the 24-frame clip's frame count, as select --preset does.
+    out = tmp_path / "release"
+    result = run_cli_forked(
+        "batch", listed, "--out", out, "--json", "--workers", "1", "--preset", "llava-ov2-release"
+    )
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "videos" / "a.mp4" / "codec_lens_batch.json").read_text())
+    assert record["options"]["options"]["num_sampled_frames"] == 24
 
 
 def test_a_manifest_gives_options_per_video(tmp_path: Path) -> None:
@@ -153,7 +169,10 @@ def test_a_manifest_gives_options_per_video(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "phrase"),
     [
-        (("--selector", "uniform", "--preset", "mage-vl"), "Invalid preset ('mage-vl') for selector uniform"),
+        (
+            ("--selector", "uniform", "--preset", "mage-vl"),
+            "Invalid preset ('mage-vl') for the uniform selector",
+        ),
         (("--selector", "uniform", "--group_size", "4"), "Invalid option (group_size) for selector uniform"),
         (("--selector", "nope"), "argument --selector: invalid choice: 'nope'"),
         (("--ray-address", "auto"), "use --engine ray"),
