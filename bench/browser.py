@@ -165,6 +165,8 @@ def measure_zooms(page: Any, n: int, rows: int) -> list[float]:
 
 
 def timeline_click_errors(page: Any, frames: np.ndarray, total: int, n: int = 50) -> int:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.locator("#timeline").scroll_into_view_if_needed()
     errors = 0
     for i, f in enumerate(np.linspace(0, total - 1, n)):
@@ -176,7 +178,7 @@ def timeline_click_errors(page: Any, frames: np.ndarray, total: int, n: int = 50
                 f"() => document.querySelector('#frame_info').innerText.includes(' · frame {want} · ')",
                 timeout=10_000,
             )
-        except Exception:
+        except PlaywrightTimeout:  # the click did not move the viewer to that frame
             errors += 1
             continue
         if page.evaluate("() => document.querySelectorAll('.error, .validation-error').length"):

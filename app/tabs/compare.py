@@ -585,14 +585,7 @@ def build_compare_tab(ws: Workspace) -> None:
             legend_img,
             api_name=False,
         )
-    for action in KEY_BUTTONS:
-        for button in (key_buttons[action], visible_steps[action]):
-            if action in STEP_JS:
-                button.click(None, slider, slider, js=STEP_JS[action], api_name=False)
-            else:
-                button.click(
-                    lambda c, p, a=action: step(opened, c, p, a), [cid, slider], slider, api_name=False
-                )
+    _wire_steps(opened, cid, slider, key_buttons, visible_steps)
     jump_btn.click(lambda c, f, p: jump(opened, c, f, p), [cid, jump_frame, slider], slider, api_name=False)
 
     # Page load (a reload too): the comparison this browser showed last, else the newest.
@@ -605,6 +598,21 @@ def build_compare_tab(ws: Workspace) -> None:
         api_name=False,
     )
     loaded.change(on_load, [cid, *view], load_outputs, api_name=False)
+
+
+def _wire_steps(
+    opened: Comparisons, cid: Any, slider: Any, key_buttons: dict[str, Any], visible_steps: dict[str, Any]
+) -> None:
+    """The step buttons and the hidden key buttons: plain steps move the slider in the browser,
+    group and keyframe steps ask the server."""
+    for action in KEY_BUTTONS:
+        for button in (key_buttons[action], visible_steps[action]):
+            if action in STEP_JS:
+                button.click(None, slider, slider, js=STEP_JS[action], api_name=False)
+            else:
+                button.click(
+                    lambda c, p, a=action: step(opened, c, p, a), [cid, slider], slider, api_name=False
+                )
 
 
 def _wire_run_new(ws: Workspace, form: _NewForm, pick: Any, cid: Any, loaded: Any) -> None:

@@ -379,6 +379,11 @@ def reselect_live(
 
     result = result_of(ws, run_id)
     parent = ws.store.get_run(run_id)
+    if parent.selector != "cvp":
+        raise gr.Error(
+            f"The live options re-select cvp runs; run {run_id} was made by the {parent.selector} "
+            "selector: change its options in the Run tab."
+        )
     current = {k: parent.config.get(k) for k in names}
     options = selection_options(names, values, base=parent.config)
     changes = {k: getattr(options, k) for k in names if getattr(options, k) != current[k]}

@@ -112,6 +112,11 @@ def test_its_run_opens_in_inspect_canvases_and_export(ws: Workspace, onevision_r
     assert "16-pixel patches" in canvases.canvas_prompt(views, onevision_run)
     files = export_panel.figure_files(ws, onevision_run, "timeline", "png")
     assert any(f.endswith(".png") for f in files)
+    # The inspector's live options are cvp's: on another selector's run they say so in one line.
+    names = list(inspect.LIVE_OPTIONS)
+    values = [defaults[n] for n in names]
+    with pytest.raises(gr.Error, match="made by the onevision selector"):
+        inspect.reselect_live(ws, names, onevision_run, 0, (["kept"], 0.5, "turbo", "frame", "block"), values)
 
 
 def test_a_selector_comparison_with_onevision_renders_its_panes(ws: Workspace, clip: Path) -> None:
