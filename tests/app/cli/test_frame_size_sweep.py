@@ -22,6 +22,7 @@ from clips import encode_clip
 from conftest import requires_cvp, run_cli_forked
 from PIL import Image
 
+from backend.stages.geometry import MAX_ASPECT_RATIO
 from native.gateway import svt_av1_stalls
 
 # Whole-command runs over encoded clips: the end-to-end tier, not the unit tier (--fast).
@@ -51,7 +52,6 @@ HEAVY = {(1918, 1080)}
 FAST_CODECS = ("h264",)
 """Codecs whose runs at the other sizes are not slow: the default run covers each size once."""
 _PATCH = 14  # the default --patch
-MAX_ASPECT = 200  # geometry's smart_resize limit (cvp's too)
 
 
 def _size_id(size: tuple[int, int]) -> str:
@@ -65,7 +65,7 @@ def _cases(
     encode are left out (the refusal to try is test_compare_refuses_av1_where_svt_av1_would_stall);
     ``selectable_only`` leaves out sizes a clean select refuses (aspect ratio beyond 200:1)."""
     for size in SIZES:
-        if selectable_only and max(size) / min(size) > MAX_ASPECT:
+        if selectable_only and max(size) / min(size) > MAX_ASPECT_RATIO:
             continue
         for codec in codecs:
             if codec == "av1" and svt_av1_stalls(*size):
@@ -208,7 +208,7 @@ def _select_refusal(profile: str, codec: str, size: tuple[int, int]) -> Refusal:
     width, _ = size
     size_id = _size_id(size)
     expected: list[tuple[str, str]] = []
-    if max(size) / min(size) > MAX_ASPECT:
+    if max(size) / min(size) > MAX_ASPECT_RATIO:
         expected.append(("aspect ratio", size_id))
     if profile == "parity":
         if width % 16:
