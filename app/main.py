@@ -90,7 +90,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
             with gr.Tab("Inspect", id="inspect"):
                 inspect_tab = inspect.build_inspect_tab(ws, shared)
             with gr.Tab("Canvases", id="canvases") as canvas_tab:
-                canvases.build_canvas_tab(ws, shared.run_id, canvas_tab, inspect_tab.slider)
+                canvases.build_canvas_tab(ws, shared.run_id, canvas_tab, inspect_tab.slider, tabs)
             with gr.Tab("Compare codecs & selectors", id="compare"):
                 compare.build_compare_tab(ws)
             with gr.Tab("Luma bias", id="luma"):

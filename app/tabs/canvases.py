@@ -141,6 +141,8 @@ def viewed_frame(views: CanvasViews, run_id: str, row: Any) -> int | None:
 def follow(views: CanvasViews, run_id: str, row: Any, drawn: str) -> tuple[Any, ...]:
     """On opening the tab: redraw for the open run and the viewer's frame, unless it shows them
     already (``drawn``: the ``run_id:frame`` it last drew); the new ``drawn`` last."""
+    if not run_id:  # the page has not opened its run yet; the run's arrival redraws
+        return (*(gr.update(),) * 9, drawn)
     frame = viewed_frame(views, run_id, row)
     key = f"{run_id}:{frame}"
     if key == drawn:
@@ -223,13 +225,17 @@ def sparse_video(
 
 # Gradio finds the gr.SelectData parameter of a handler through its type hints, which are
 # resolved in this module's globals: gradio is imported at module level for that.
-def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_row: Any = None) -> None:
+def build_canvas_tab(
+    ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_row: Any = None, tabs: Any = None
+) -> None:
     """Build the canvases view inside the caller's current ``gr.Tab`` (``tab``); it follows ``run_id``.
 
     ``run_id`` holds a stored run's id. The tab draws at build time when the box already holds
     one, and then when it is opened (``tab.select``) on another run or another viewer frame
     (``viewer_row``: the inspector's candidate row), so a re-selection elsewhere never waits for
-    the gallery; without ``tab`` it redraws on ``run_id.change``.
+    the gallery. ``tabs`` (the ``gr.Tabs`` holding ``tab``) tells which tab is open: a run that
+    arrives while this one is open (a page still loading when the tab was clicked) redraws it.
+    Without ``tab`` it redraws on every ``run_id.change``.
     """
     views = CanvasViews(ws)
     initial = refresh(views, run_id.value) if run_id.value else None
@@ -296,6 +302,17 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_
             [*outputs, drawn],
             api_name=False,
         )
+        if tabs is not None:
+            is_open = gr.State(False)
+
+            def on_tab(evt: gr.SelectData) -> bool:
+                return evt.value == tab.label
+
+            def on_run(rid: str, row: Any, d: str, open_now: bool) -> tuple[Any, ...]:
+                return follow(views, rid, row, d) if open_now else (*(gr.update(),) * 9, d)
+
+            tabs.select(on_tab, None, is_open, api_name=False)
+            run_id.change(on_run, [run_id, row_input, drawn, is_open], [*outputs, drawn], api_name=False)
 
     def on_select(rid: str, evt: gr.SelectData) -> tuple[Any, Any]:
         return pick_canvas(views, rid, evt.index)

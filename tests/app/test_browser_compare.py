@@ -188,11 +188,17 @@ def test_a_new_comparison_runs_from_a_path_and_opens(page) -> None:
         timeout=120_000,
     )
     page.wait_for_function(
-        "() => document.querySelector('#cmp_info_2').innerText.startsWith('av1 ')"
-        " && document.querySelector('#cmp_info_0').innerText.startsWith('h264 ')",
+        "() => document.querySelector('#cmp_info_2').innerText.includes('av1 ')"
+        " && document.querySelector('#cmp_info_0').innerText.includes('h264 ')",
         timeout=30_000,
     )
     assert not page.locator("#cmp_pane_3").is_visible()
+    # Every pane settled on frame 0 before the step, so the step is not lost in its redraw.
+    page.wait_for_function(
+        "() => [0, 1, 2].every((i) =>"
+        " document.querySelector('#cmp_info_' + i).innerText.includes(' · frame 0 · '))",
+        timeout=30_000,
+    )
     page.locator("#cmp_step_next").click()
     page.wait_for_function(
         "() => [0, 1, 2].every((i) =>"
@@ -203,13 +209,14 @@ def test_a_new_comparison_runs_from_a_path_and_opens(page) -> None:
 
 def test_a_reload_brings_the_open_comparison_back(page) -> None:
     """Issue 15, defect 10: after a reload the comparison shown last comes back whole."""
-    before = page.locator("#cmp_info_0").inner_text().split(" · ")[0]
+    before = page.locator("#cmp_info_0").inner_text().strip().splitlines()[-1].split(" · ")[0]
     page.reload()
     page.get_by_role("tab", name="Compare codecs").click()
     page.wait_for_function(
         "() => document.querySelector('#cmp_info_0').innerText.includes(' · frame 0 · ')", timeout=60_000
     )
-    assert page.locator("#cmp_info_0").inner_text().startswith(before)
+    # Gradio's pending timer ("0.7s") may precede the caption inside the element.
+    assert page.locator("#cmp_info_0").inner_text().strip().splitlines()[-1].startswith(before)
     assert int(page.locator("#cmp_slider input[type=range]").get_attribute("max")) > 1
     for table in ("#cmp_variants", "#cmp_pairs"):
         headers = page.locator(f"{table} th").all_inner_texts()
