@@ -751,12 +751,18 @@ class VideoWriter:
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
+        self._after_encode()
+
+    def _after_encode(self) -> None:
+        if self._stream.codec_context.name == "libsvtav1":
+            drop_realtime_scheduling()
 
     def write_luma(self, luma: np.ndarray) -> None:
         """Encode a (H, W) uint8 luma plane as a grey frame (chroma 128)."""
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(luma), format="gray")
         for packet in self._stream.encode(frame.reformat(format=self._stream.pix_fmt)):
             self._container.mux(packet)
+        self._after_encode()
 
     def close(self) -> None:
         for packet in self._stream.encode(None):
@@ -867,6 +873,37 @@ def iter_reader_rgb(
             items = read_bitcost(path, ids, export_pixels=True, export_bitcost=False, decoder_log=decoder_log)
         for item in items:
             yield np.ascontiguousarray(item["pixels"][:, :, ::-1])
+
+
+# SVT-AV1's encoder open (svt_av1_enc_init_handle) raises the calling thread to SCHED_FIFO 99
+# whenever it may (as root); its worker threads, and every thread or process started afterwards
+# (app workers, Chromium under the tests), inherit that. Real-time threads at one priority never
+# yield to each other, so on 2 cores a spinning renderer starved the rest for minutes.
+_REALTIME_POLICIES = frozenset({os.SCHED_FIFO, os.SCHED_RR}) if hasattr(os, "SCHED_FIFO") else frozenset()
+
+
+def drop_realtime_scheduling() -> int:
+    """Put every thread of this process that runs under a real-time policy back on SCHED_OTHER.
+
+    Call it after each SVT-AV1 encode call (the encoder opens lazily, on the first frame).
+
+    Returns
+    -------
+    int
+        How many threads were moved (0 where the platform has no per-thread scheduling).
+    """
+    if not _REALTIME_POLICIES or not os.path.isdir("/proc/self/task"):
+        return 0
+    moved = 0
+    for entry in os.scandir("/proc/self/task"):
+        tid = int(entry.name)
+        try:
+            if os.sched_getscheduler(tid) in _REALTIME_POLICIES:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+                moved += 1
+        except (ProcessLookupError, PermissionError):  # the thread ended meanwhile, or is not ours
+            continue
+    return moved
 
 
 # SVT-AV1 (PyAV's only AV1 encoder) never returns from its first encode call on a frame that is

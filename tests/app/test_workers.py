@@ -234,7 +234,7 @@ def test_the_run_tab_runs_through_the_pool(tmp_path: Path) -> None:
         seen: list[str] = []
         view = (0, ["kept"], 0.5, "turbo")
         options = SelectionOptions(profile="clean")
-        new_id, status, _, _ = run.start_run(
+        new_id, status = run.start_run(
             ws, "", str(SAMPLE_VIDEO), view, options, lambda f, desc: seen.append(desc), "session-a"
         )
         assert "(decoded)" in status and seen[0] == "starting" and seen[-1] == "pack"
