@@ -237,7 +237,7 @@ def test_the_run_tab_runs_through_the_pool(tmp_path: Path) -> None:
         new_id, status = run.start_run(
             ws, "", str(SAMPLE_VIDEO), view, options, lambda f, desc: seen.append(desc), "session-a"
         )
-        assert "(decoded)" in status and seen[0] == "starting" and seen[-1] == "pack"
+        assert "(decoded)" in status and seen[0] == "probe" and seen[-2:] == ["pack", "storing the run"]
         result = ws.result(new_id)
         assert f"{len(result.selection.groups)} groups" in status
         assert ws.pool.pending() == 0
