@@ -16,6 +16,16 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+/* The motion kernels' widest loops are compiled for AVX2 as well and chosen at import, when the
+ * CPU has it (the build itself targets baseline x86-64). */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define MC_AVX2 1
+#define AVX2_FN __attribute__((target("avx2")))
+static int mc_avx2 = 0;
+#else
+#define MC_AVX2 0
+#endif
 
 /* Compiled kernel of the luma-bias analyzer: one pass over a yuv420p test frame and its
  * reference that converts both to RGB exactly as OpenCV's COLOR_YUV2RGB_I420 does and keeps
@@ -397,46 +407,161 @@ static inline int32_t sad_quarter(const uint8_t *c, const uint8_t *a0, const uin
     return s;
 }
 
-/* Whether every tap of the block's pixels lies inside the frame (no clamping). The taps of a
- * row's last pixel read one byte past it, which this keeps inside the row. */
-static inline int shift_inside(const Shift *t, Py_ssize_t xa, Py_ssize_t xb, Py_ssize_t ya, Py_ssize_t yb,
-                               Py_ssize_t height, Py_ssize_t width)
+/* Whether the taps of a block's columns [xa, xb) lie inside the frame: a whole-pixel shift reads
+ * one column per pixel, a fractional one also the next column. */
+static inline int taps_inside_x(const Shift *t, Py_ssize_t xa, Py_ssize_t xb, Py_ssize_t width)
 {
-    return xb > xa && xa + t->ox >= 0 && xb + t->ox <= width - 1 && ya + t->oy >= 0 && yb + t->oy <= height - 1;
+    return xa + t->ox >= 0 && xb + t->ox + (t->whole ? 0 : 1) <= width;
 }
 
-/* Prediction times 1024 of pixel (x, y) with each tap clamped into the frame (BORDER_REPLICATE). */
-static inline int32_t pred_clamped(const Plane8 *ref, const Shift *t, Py_ssize_t x, Py_ssize_t y, Py_ssize_t height,
-                                   Py_ssize_t width)
+/* The same for rows [ya, yb) (a fractional shift also reads the next row). */
+static inline int taps_inside_y(const Shift *t, Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height)
+{
+    return ya + t->oy >= 0 && yb + t->oy + (t->whole ? 0 : 1) <= height;
+}
+
+/* The reference rows the taps of block row y read, n + 1 columns from column xa + ox. Rows are
+ * clamped into the frame; columns come straight from the frame when they lie inside (direct),
+ * else they are gathered with clamped coordinates into tmp (two rows of tstride bytes). Either
+ * way every tap is the pixel BORDER_REPLICATE reads, so one arithmetic serves the border too. */
+typedef struct {
+    const uint8_t *a0, *a1;
+} TapRows;
+
+static inline TapRows tap_rows(const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t n, Py_ssize_t y,
+                               Py_ssize_t height, Py_ssize_t width, int direct, uint8_t *tmp, Py_ssize_t tstride)
 {
     const uint8_t *r0 = ref->buf + clampz(y + t->oy, 0, height - 1) * ref->stride;
     const uint8_t *r1 = ref->buf + clampz(y + t->oy + 1, 0, height - 1) * ref->stride;
-    Py_ssize_t x0 = clampz(x + t->ox, 0, width - 1), x1 = clampz(x + t->ox + 1, 0, width - 1);
-    return r0[x0] * t->w[0] + r0[x1] * t->w[1] + r1[x0] * t->w[2] + r1[x1] * t->w[3];
+    TapRows rows;
+    if (direct) {
+        rows.a0 = r0 + xa + t->ox;
+        rows.a1 = r1 + xa + t->ox;
+        return rows;
+    }
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        Py_ssize_t x = clampz(xa + t->ox + i, 0, width - 1);
+        tmp[i] = r0[x];
+        tmp[tstride + i] = r1[x];
+    }
+    rows.a0 = tmp;
+    rows.a1 = tmp + tstride;
+    return rows;
 }
+
+/* Prediction times 1024 of pixel i of a row from its taps (a0[i + 1], a1 unread when whole). */
+static inline int32_t pred_taps(const Shift *t, TapRows a, Py_ssize_t i)
+{
+    if (t->whole)
+        return a.a0[i] * 1024;
+    return a.a0[i] * t->w[0] + a.a0[i + 1] * t->w[1] + a.a1[i] * t->w[2] + a.a1[i + 1] * t->w[3];
+}
+
+/* SAD of one row of n pixels against its taps, times 1024. */
+static inline int64_t row_sad(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t)
+{
+    if (t->whole)
+        return (int64_t)sad_whole(c, a.a0, n) * 1024;
+    if (t->quarter)
+        return (int64_t)sad_quarter(c, a.a0, a.a1, n, t->q) * 64;
+    int64_t s = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t d = c[i] * 1024 - pred_taps(t, a, i);
+        s += d < 0 ? -d : d;
+    }
+    return s;
+}
+
+#if MC_AVX2
+AVX2_FN static inline int64_t hsum_epi64(__m256i v)
+{
+    __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    return _mm_cvtsi128_si64(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s)));
+}
+
+AVX2_FN static inline __m256i load2x16(const uint8_t *p, Py_ssize_t stride)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+                                   _mm_loadu_si128((const __m128i *)(p + stride)), 1);
+}
+
+/* The SAD (times 1024) of a 16-pixel-wide block whose taps all lie inside the frame, two rows per
+ * step, stopping once it reaches bound (checked every four rows: the caller only asks whether it
+ * stays below). */
+AVX2_FN static int64_t sad16_whole(const uint8_t *c, Py_ssize_t cs, const uint8_t *a, Py_ssize_t as, Py_ssize_t rows,
+                                   int64_t bound)
+{
+    __m256i acc = _mm256_setzero_si256();
+    Py_ssize_t y = 0;
+    for (; y + 2 <= rows; y += 2, c += 2 * cs, a += 2 * as) {
+        acc = _mm256_add_epi64(acc, _mm256_sad_epu8(load2x16(c, cs), load2x16(a, as)));
+        if ((y & 2) && hsum_epi64(acc) * 1024 >= bound)
+            return hsum_epi64(acc) * 1024;
+    }
+    int64_t s = hsum_epi64(acc);
+    if (y < rows)
+        s += sad_whole(c, a, 16);
+    return s * 1024;
+}
+
+/* Sixteen quarter-pel predictions (out of 16) as 16-bit lanes. */
+AVX2_FN static inline __m256i taps16_quarter(const uint8_t *a0, const uint8_t *a1, const __m256i q[4])
+{
+#define U16(p) _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p)))
+    __m256i p = _mm256_mullo_epi16(U16(a0), q[0]);
+    p = _mm256_add_epi16(p, _mm256_mullo_epi16(U16(a0 + 1), q[1]));
+    p = _mm256_add_epi16(p, _mm256_mullo_epi16(U16(a1), q[2]));
+    return _mm256_add_epi16(p, _mm256_mullo_epi16(U16(a1 + 1), q[3]));
+#undef U16
+}
+
+AVX2_FN static int64_t sad16_quarter(const uint8_t *c, Py_ssize_t cs, const uint8_t *a0, Py_ssize_t as, Py_ssize_t rows,
+                                     const int16_t q[4], int64_t bound)
+{
+    const __m256i qv[4] = {_mm256_set1_epi16(q[0]), _mm256_set1_epi16(q[1]), _mm256_set1_epi16(q[2]),
+                           _mm256_set1_epi16(q[3])};
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc = _mm256_setzero_si256();
+    for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as) {
+        __m256i cur16 = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)c)), 4);
+        __m256i d = _mm256_abs_epi16(_mm256_sub_epi16(cur16, taps16_quarter(a0, a0 + as, qv)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, ones));
+        if ((y & 3) == 3 && y + 1 < rows) {
+            __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+            s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
+            s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
+            if ((int64_t)_mm_cvtsi128_si32(s) * 64 >= bound)
+                return (int64_t)_mm_cvtsi128_si32(s) * 64;
+        }
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
+    s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
+    return (int64_t)_mm_cvtsi128_si32(s) * 64;
+}
+#endif
 
 /* SAD of the block [xa, xb) x [ya, yb) against ref displaced by t, times 1024; rows stop once it
  * reaches bound (the caller only wants to know whether it stays below). */
 static int64_t block_sad(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
-                         Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int64_t bound)
+                         Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int64_t bound, uint8_t *tmp,
+                         Py_ssize_t tstride)
 {
-    int64_t sad = 0;
     Py_ssize_t n = xb - xa;
-    int inside = shift_inside(t, xa, xb, ya, yb, height, width);
-    for (Py_ssize_t y = ya; y < yb && sad < bound; y++) {
-        const uint8_t *c = cur->buf + y * cur->stride + xa;
-        if (inside && t->whole) {
-            sad += (int64_t)sad_whole(c, ref->buf + (y + t->oy) * ref->stride + xa + t->ox, n) * 1024;
-        } else if (inside && t->quarter) {
-            const uint8_t *a0 = ref->buf + (y + t->oy) * ref->stride + xa + t->ox;
-            sad += (int64_t)sad_quarter(c, a0, a0 + ref->stride, n, t->q) * 64;
-        } else {
-            for (Py_ssize_t i = 0; i < n; i++) {
-                int32_t d = c[i] * 1024 - pred_clamped(ref, t, xa + i, y, height, width);
-                sad += d < 0 ? -d : d;
-            }
-        }
+    int direct = taps_inside_x(t, xa, xb, width);
+#if MC_AVX2
+    if (mc_avx2 && n == 16 && direct && (t->whole || t->quarter) && taps_inside_y(t, ya, yb, height)) {
+        const uint8_t *c = cur->buf + ya * cur->stride + xa;
+        const uint8_t *a = ref->buf + (ya + t->oy) * ref->stride + xa + t->ox;
+        if (t->whole)
+            return sad16_whole(c, cur->stride, a, ref->stride, yb - ya, bound);
+        return sad16_quarter(c, cur->stride, a, ref->stride, yb - ya, t->q, bound);
     }
+#endif
+    int64_t sad = 0;
+    for (Py_ssize_t y = ya; y < yb && sad < bound; y++)
+        sad += row_sad(cur->buf + y * cur->stride + xa, tap_rows(ref, t, xa, n, y, height, width, direct, tmp, tstride),
+                       n, t);
     return sad;
 }
 
@@ -465,18 +590,61 @@ static inline __m128i finish4(int mode, __m128i c, __m128i p, __m128i stored)
 }
 #endif
 
+#if MC_AVX2
+/* The same for eight predictions. */
+AVX2_FN static inline __m256i finish8(int mode, __m256i c, __m256i p, const int32_t *stored)
+{
+    if (mode == MC_STORE)
+        return p;
+    __m256i c2048 = _mm256_slli_epi32(c, 11);
+    __m256i key = mode == MC_ONE ? _mm256_sub_epi32(c2048, _mm256_slli_epi32(p, 1))
+                                 : _mm256_sub_epi32(c2048, _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)stored), p));
+    return _mm256_abs_epi32(key);
+}
+
+/* One row's whole- or quarter-pel predictions, 16 pixels a step; returns the pixels done. */
+AVX2_FN static Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t, int mode, int32_t *r)
+{
+    const __m256i qv[4] = {_mm256_set1_epi16(t->q[0]), _mm256_set1_epi16(t->q[1]), _mm256_set1_epi16(t->q[2]),
+                           _mm256_set1_epi16(t->q[3])};
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i lo, hi;
+        if (t->whole) {
+            lo = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(a.a0 + i))), 10);
+            hi = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(a.a0 + i + 8))), 10);
+        } else {
+            __m256i p16 = taps16_quarter(a.a0 + i, a.a1 + i, qv);
+            lo = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(p16)), 6);
+            hi = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(p16, 1)), 6);
+        }
+        __m256i clo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i)));
+        __m256i chi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i + 8)));
+        __m256i klo = finish8(mode, clo, lo, r + i), khi = finish8(mode, chi, hi, r + i + 8);
+        _mm256_storeu_si256((__m256i *)(r + i), klo);
+        _mm256_storeu_si256((__m256i *)(r + i + 8), khi);
+    }
+    return i;
+}
+#endif
+
 /* Write one block's predictions into res (rows of width) in the given mode. */
 static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
-                        Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int mode, int32_t *res)
+                        Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int mode, int32_t *res,
+                        uint8_t *tmp, Py_ssize_t tstride)
 {
     Py_ssize_t n = xb - xa;
-    int inside = shift_inside(t, xa, xb, ya, yb, height, width);
+    int direct = taps_inside_x(t, xa, xb, width);
     for (Py_ssize_t y = ya; y < yb; y++) {
         const uint8_t *c = cur->buf + y * cur->stride + xa;
         int32_t *r = res + y * width + xa;
+        TapRows a = tap_rows(ref, t, xa, n, y, height, width, direct, tmp, tstride);
         Py_ssize_t i = 0;
-        if (inside && (t->whole || t->quarter)) {
-            const uint8_t *a0 = ref->buf + (y + t->oy) * ref->stride + xa + t->ox, *a1 = a0 + ref->stride;
+        if (t->whole || t->quarter) {
+#if MC_AVX2
+            if (mc_avx2)
+                i = row_write16(c, a, n, t, mode, r);
+#endif
 #if defined(__SSE2__)
             const __m128i z = _mm_setzero_si128();
             const __m128i qv[4] = {_mm_set1_epi16(t->q[0]), _mm_set1_epi16(t->q[1]), _mm_set1_epi16(t->q[2]),
@@ -484,11 +652,11 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
             for (; i + 8 <= n; i += 8) {
                 __m128i p16, plo, phi;
                 if (t->whole) {
-                    p16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(a0 + i)), z);
+                    p16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(a.a0 + i)), z);
                     plo = _mm_slli_epi32(_mm_unpacklo_epi16(p16, z), 10);
                     phi = _mm_slli_epi32(_mm_unpackhi_epi16(p16, z), 10);
                 } else {
-                    p16 = taps8_quarter(a0 + i, a1 + i, qv);
+                    p16 = taps8_quarter(a.a0 + i, a.a1 + i, qv);
                     plo = _mm_slli_epi32(_mm_unpacklo_epi16(p16, z), 6);
                     phi = _mm_slli_epi32(_mm_unpackhi_epi16(p16, z), 6);
                 }
@@ -499,26 +667,25 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
                 _mm_storeu_si128((__m128i *)(r + i + 4), finish4(mode, _mm_unpackhi_epi16(c16, z), phi, shi));
             }
 #endif
-            for (; i < n; i++) {
-                int32_t p = t->whole ? a0[i] * 1024
-                                     : (a0[i] * t->q[0] + a0[i + 1] * t->q[1] + a1[i] * t->q[2] + a1[i + 1] * t->q[3]) * 64;
-                r[i] = finish(mode, c[i], p, r[i]);
-            }
-        } else {
-            for (; i < n; i++)
-                r[i] = finish(mode, c[i], pred_clamped(ref, t, xa + i, y, height, width), r[i]);
         }
+        for (; i < n; i++)
+            r[i] = finish(mode, c[i], pred_taps(t, a, i), r[i]);
     }
 }
 
-/* The final pass over every pixel: uncovered ones are predicted by the co-located fallback pixel;
- * then the histogram of key >> 11 (the residual's integer part) into coarse[256]. */
+#define MC_HIST_SHIFT 6
+#define MC_HIST_BINS 8192 /* (255 * MC_SCALE) >> MC_HIST_SHIFT = 8160 < 8192 */
+
+/* The final pass: pixels no vector covers are predicted by the co-located fallback pixel; then,
+ * when hist is given, the histogram of key >> 6 and whether every key is a multiple of 64 (as
+ * for whole-, half- and quarter-pel vectors: then the histogram ranks the keys exactly). */
 static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *total, Py_ssize_t uw, Py_ssize_t unit,
-                     Py_ssize_t height, Py_ssize_t width, int32_t *res, int64_t *coarse)
+                     Py_ssize_t height, Py_ssize_t width, int32_t *res, int64_t *hist_out, int *aligned)
 {
-    int32_t *hist = calloc(4 * 256, sizeof(int32_t)); /* four copies: consecutive keys often share a bin */
-    if (!hist)
+    int32_t *hist = NULL;
+    if (hist_out && !(hist = calloc(4 * MC_HIST_BINS, sizeof(int32_t)))) /* four copies: neighbours often share a bin */
         return -1;
+    int32_t bits = 0;
     for (Py_ssize_t y = 0; y < height; y++) {
         const uint8_t *c = cur->buf + y * cur->stride, *f = fallback->buf + y * fallback->stride;
         const uint8_t *tr = total + (y / unit) * uw;
@@ -531,19 +698,26 @@ static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *t
                     r[x] = key < 0 ? -key : key;
                 }
             }
+        if (!hist)
+            continue;
         Py_ssize_t x = 0;
         for (; x + 4 <= width; x += 4) {
-            hist[r[x] >> 11] += 1;
-            hist[256 + (r[x + 1] >> 11)] += 1;
-            hist[512 + (r[x + 2] >> 11)] += 1;
-            hist[768 + (r[x + 3] >> 11)] += 1;
+            hist[r[x] >> MC_HIST_SHIFT] += 1;
+            hist[MC_HIST_BINS + (r[x + 1] >> MC_HIST_SHIFT)] += 1;
+            hist[2 * MC_HIST_BINS + (r[x + 2] >> MC_HIST_SHIFT)] += 1;
+            hist[3 * MC_HIST_BINS + (r[x + 3] >> MC_HIST_SHIFT)] += 1;
         }
         for (; x < width; x++)
-            hist[r[x] >> 11] += 1;
+            hist[r[x] >> MC_HIST_SHIFT] += 1;
+        for (x = 0; x < width; x++)
+            bits |= r[x];
     }
-    for (int b = 0; b < 256; b++)
-        coarse[b] = (int64_t)hist[b] + hist[256 + b] + hist[512 + b] + hist[768 + b];
-    free(hist);
+    if (hist) {
+        for (int b = 0; b < MC_HIST_BINS; b++)
+            hist_out[b] = (int64_t)hist[b] + hist[MC_HIST_BINS + b] + hist[2 * MC_HIST_BINS + b] + hist[3 * MC_HIST_BINS + b];
+        *aligned = (bits & ((1 << MC_HIST_SHIFT) - 1)) == 0;
+        free(hist);
+    }
     return 0;
 }
 
@@ -564,7 +738,7 @@ static inline Units units_of(const McBlock *b, Py_ssize_t unit, Py_ssize_t uh, P
  * directions together), so a pixel's second prediction finds its first still in cache. */
 static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_ssize_t height, Py_ssize_t width,
                     const McBlock *blocks, Py_ssize_t nblocks, Py_ssize_t unit, int32_t *res_out, float *mag_out,
-                    int32_t *dist_out, int64_t *coarse, int64_t *covered_out)
+                    int32_t *dist_out, int64_t *hist, int *aligned, int64_t *covered_out)
 {
     Py_ssize_t depth = (nref - 1) / 2, uh = (height + unit - 1) / unit, uw = (width + unit - 1) / unit;
     Py_ssize_t units = uh * uw;
@@ -573,7 +747,9 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
     uint8_t *total = calloc((size_t)units, 1), *written = calloc((size_t)units, 1);
     float *mag[2] = {calloc((size_t)units, sizeof(float)), calloc((size_t)units, sizeof(float))};
     int *cands[2] = {malloc(sizeof(int) * (size_t)(depth + 1)), malloc(sizeof(int) * (size_t)(depth + 1))};
-    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1]) {
+    Py_ssize_t tstride = width + 64; /* two gathered border rows of taps (block_sad, block_write) */
+    uint8_t *tmp = malloc((size_t)(2 * tstride));
+    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp) {
         status = -1;
         goto done;
     }
@@ -624,10 +800,10 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
         Shift t = shift_of(b->dx32, b->dy32);
         int best = 0;
         int64_t best_sad = INT64_MAX;
-        for (int j = 0; j < ncand[k]; j++) {
-            /* Ties keep the nearest reference (numpy's argmin). */
-            int64_t sad =
-                block_sad(cur, &refs[depth + b->dir * cands[k][j]], &t, xa, xb, ya, yb, height, width, best_sad);
+        /* Ties keep the nearest reference (numpy's argmin); a lone candidate needs no SAD. */
+        for (int j = 0; j < ncand[k] && ncand[k] > 1; j++) {
+            int64_t sad = block_sad(cur, &refs[depth + b->dir * cands[k][j]], &t, xa, xb, ya, yb, height, width,
+                                    best_sad, tmp, tstride);
             if (sad < best_sad) {
                 best_sad = sad;
                 best = j;
@@ -650,7 +826,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
         if (res_out && xb > xa && yb > ya) {
             const Plane8 *ref = &refs[depth + b->dir * d];
             if (uniform) {
-                block_write(cur, ref, &t, xa, xb, ya, yb, height, width, mode0, res_out);
+                block_write(cur, ref, &t, xa, xb, ya, yb, height, width, mode0, res_out, tmp, tstride);
             } else {
                 for (Py_ssize_t uy = r.y0; uy < r.y1; uy++)
                     for (Py_ssize_t ux = r.x0; ux < r.x1; ux++) {
@@ -658,7 +834,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
                         int mode = total[u] == 1 ? MC_ONE : (written[u] ? MC_SUM : MC_STORE);
                         Py_ssize_t x0 = ux * unit, x1 = x0 + unit < width ? x0 + unit : width;
                         Py_ssize_t y0 = uy * unit, y1 = y0 + unit < height ? y0 + unit : height;
-                        block_write(cur, ref, &t, x0, x1, y0, y1, height, width, mode, res_out);
+                        block_write(cur, ref, &t, x0, x1, y0, y1, height, width, mode, res_out, tmp, tstride);
                     }
             }
         }
@@ -686,7 +862,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
          * frame, else the nearest future frame, else themselves. */
         const Plane8 *fallback =
             refs[depth - 1].buf ? &refs[depth - 1] : (refs[depth + 1].buf ? &refs[depth + 1] : cur);
-        if (mc_finish(cur, fallback, total, uw, unit, height, width, res_out, coarse) < 0)
+        if (mc_finish(cur, fallback, total, uw, unit, height, width, res_out, hist, aligned) < 0)
             status = -1;
     }
 done:
@@ -697,6 +873,7 @@ done:
     free(mag[1]);
     free(cands[0]);
     free(cands[1]);
+    free(tmp);
     return status;
 }
 
@@ -730,11 +907,11 @@ static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, const char 
 static PyObject *motion_residual(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *coarse_obj;
+    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj;
     PyObject *result = NULL;
     Py_ssize_t unit;
     if (!PyArg_ParseTuple(args, "OOOOnOOOO", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
-                          &dist_obj, &coarse_obj))
+                          &dist_obj, &hist_obj))
         return NULL;
     if (!PyTuple_Check(refs_obj) || PyTuple_GET_SIZE(refs_obj) < 3 || PyTuple_GET_SIZE(refs_obj) % 2 == 0 ||
         unit < 1) {
@@ -743,7 +920,7 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t nref = PyTuple_GET_SIZE(refs_obj);
-    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, coarse = {0};
+    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, hist = {0};
     Py_buffer *refv = calloc((size_t)nref, sizeof(Py_buffer));
     Plane8 *planes = calloc((size_t)nref, sizeof(Plane8));
     McBlock *blocks = NULL;
@@ -777,7 +954,7 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         goto done;
     if (get_out(mag_obj, &mag, uh * uw * 4, "magnitude") < 0 || get_out(dist_obj, &dist, n * 4, "distance") < 0)
         goto done;
-    if (res.obj && get_out(coarse_obj, &coarse, 256 * 8, "coarse histogram") < 0)
+    if (res.obj && hist_obj != Py_None && get_out(hist_obj, &hist, MC_HIST_BINS * 8, "key histogram") < 0)
         goto done;
     blocks = malloc(sizeof(McBlock) * (size_t)(n ? n : 1));
     if (!blocks) {
@@ -807,19 +984,20 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         b->dy32 = (int32_t)(my / scale);
     }
     int64_t covered = 0;
+    int aligned = 0;
     if (!status) {
         memset(dist.buf, 0, (size_t)dist.len);
         Plane8 c = {cur.buf, cur.strides[0]};
         Py_BEGIN_ALLOW_THREADS
         status = mc_frame(&c, planes, nref, h, w, blocks, n, unit, res.obj ? res.buf : NULL, mag.buf, dist.buf,
-                          coarse.obj ? coarse.buf : NULL, &covered);
+                          hist.obj ? hist.buf : NULL, &aligned, &covered);
         Py_END_ALLOW_THREADS
         if (status < 0) {
             PyErr_NoMemory();
             goto done;
         }
     }
-    result = Py_BuildValue("iL", status, (long long)covered);
+    result = Py_BuildValue("iLi", status, (long long)covered, aligned);
 done:
     free(blocks);
     if (refv) {
@@ -829,7 +1007,7 @@ done:
         free(refv);
     }
     free(planes);
-    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &coarse};
+    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &hist};
     for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
         if (views[i]->obj)
             PyBuffer_Release(views[i]);
@@ -1056,14 +1234,14 @@ done:
 
 static PyMethodDef methods[] = {
     {"motion_residual", motion_residual, METH_VARARGS,
-     "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, coarse_out)\n"
-     "-> (status, covered_pixels)\n\n"
+     "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, histogram_out)\n"
+     "-> (status, covered_pixels, keys_aligned)\n\n"
      "Rebuild a frame's inter prediction from its (N, 8) vectors (native.side_data.MV_COLUMNS) and\n"
      "the uint8 luma of refs (a tuple of 2*depth+1 planes by display offset -depth..depth, None where\n"
      "absent). Writes |Y * 2048 - prediction * 2048| (int32 (H, W), or skipped when None), the\n"
      "per-frame motion magnitude on the unit grid (float32), the inferred reference distance per\n"
-     "vector (int32 (N,)) and the int64 histogram of residual key >> 11 (256 bins, unused without the\n"
-     "residual).\n"
+     "vector (int32 (N,)) and, unless histogram_out is None, the int64 histogram of residual key >> 6\n"
+     "(8192 bins; keys_aligned: every key is a multiple of 64).\n"
      "status 0: done; 1: vectors off OpenCV's 1/32 grid or the unit grid; 2: overlapping blocks\n"
      "(the numpy path serves those frames)."},
     {"key_histogram", key_histogram, METH_VARARGS,
@@ -1087,4 +1265,11 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "Compiled per-pixel kernels of Codec Lens.", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void)
+{
+#if MC_AVX2
+    __builtin_cpu_init();
+    mc_avx2 = __builtin_cpu_supports("avx2");
+#endif
+    return PyModule_Create(&module);
+}

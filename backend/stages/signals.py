@@ -500,6 +500,7 @@ def _compiled_cells(
         unit=unit,
         max_distance=config.reference_search,
         residual=kind != "mv",
+        histogram=kind == "mvres",  # only mvres ranks the residual (its percentile)
         scratch=scratch,
     )
     if motion is None:
