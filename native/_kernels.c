@@ -603,7 +603,7 @@ AVX2_FN static inline __m256i finish8(int mode, __m256i c, __m256i p, const int3
 }
 
 /* One row's whole- or quarter-pel predictions, 16 pixels a step; returns the pixels done. */
-AVX2_FN static Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t, int mode, int32_t *r)
+AVX2_FN static inline Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t, int mode, int32_t *r)
 {
     const __m256i qv[4] = {_mm256_set1_epi16(t->q[0]), _mm256_set1_epi16(t->q[1]), _mm256_set1_epi16(t->q[2]),
                            _mm256_set1_epi16(t->q[3])};
@@ -628,6 +628,18 @@ AVX2_FN static Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssize_t n,
 }
 #endif
 
+#if MC_AVX2
+/* A 16-pixel-wide block whose taps all lie inside the frame, every row in one call. */
+AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t *a0, Py_ssize_t as, Py_ssize_t rows,
+                                  const Shift *t, int mode, int32_t *r, Py_ssize_t rs)
+{
+    for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
+        TapRows a = {a0, a0 + as};
+        row_write16(c, a, 16, t, mode, r);
+    }
+}
+#endif
+
 /* Write one block's predictions into res (rows of width) in the given mode. */
 static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
                         Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int mode, int32_t *res,
@@ -635,6 +647,13 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
 {
     Py_ssize_t n = xb - xa;
     int direct = taps_inside_x(t, xa, xb, width);
+#if MC_AVX2
+    if (mc_avx2 && n == 16 && direct && (t->whole || t->quarter) && taps_inside_y(t, ya, yb, height)) {
+        block_write16(cur->buf + ya * cur->stride + xa, cur->stride, ref->buf + (ya + t->oy) * ref->stride + xa + t->ox,
+                      ref->stride, yb - ya, t, mode, res + ya * width + xa, width);
+        return;
+    }
+#endif
     for (Py_ssize_t y = ya; y < yb; y++) {
         const uint8_t *c = cur->buf + y * cur->stride + xa;
         int32_t *r = res + y * width + xa;
@@ -706,11 +725,12 @@ static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *t
             hist[MC_HIST_BINS + (r[x + 1] >> MC_HIST_SHIFT)] += 1;
             hist[2 * MC_HIST_BINS + (r[x + 2] >> MC_HIST_SHIFT)] += 1;
             hist[3 * MC_HIST_BINS + (r[x + 3] >> MC_HIST_SHIFT)] += 1;
+            bits |= (r[x] | r[x + 1]) | (r[x + 2] | r[x + 3]);
         }
-        for (; x < width; x++)
+        for (; x < width; x++) {
             hist[r[x] >> MC_HIST_SHIFT] += 1;
-        for (x = 0; x < width; x++)
             bits |= r[x];
+        }
     }
     if (hist) {
         for (int b = 0; b < MC_HIST_BINS; b++)
@@ -1113,19 +1133,65 @@ typedef struct {
     float mv_scale, res_scale, mv_weight, res_weight;
 } CellSource;
 
+#if MC_AVX2
+/* fuse_mvres of one row, eight pixels a step, into buf as doubles; returns the pixels done. The
+ * same float32 operations as the loops in cell_rows (division, not a reciprocal; min/max). */
+AVX2_FN static Py_ssize_t fuse_row8(const int32_t *k, const float *motion, double *buf, Py_ssize_t width, float inv_scale,
+                                    float rs, float rw)
+{
+    const __m256 inv = _mm256_set1_ps(inv_scale), rsv = _mm256_set1_ps(rs), rwv = _mm256_set1_ps(rw);
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    Py_ssize_t x = 0;
+    for (; x + 8 <= width; x += 8) {
+        __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(k + x))), inv);
+        r = _mm256_min_ps(_mm256_div_ps(r, rsv), one);
+        __m256 f = _mm256_add_ps(_mm256_loadu_ps(motion + x), _mm256_mul_ps(r, rwv));
+        f = _mm256_max_ps(_mm256_min_ps(f, one), zero);
+        _mm256_storeu_pd(buf + x, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+        _mm256_storeu_pd(buf + x + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+    }
+    return x;
+}
+#endif
+
+/* Per-cell sums of one map row by row. rowsum (cols doubles) and isum (cols int64) are work space.
+ *   mv: the rows of one unit row are equal, so their cell sums are taken once and added per row.
+ *   residual: every value is key / 2048 with key < 2^20, so numpy's float64 sums of a cell are
+ *     exact (below 2^53 units of 1/2048 whatever the order) and equal the integer sum / 2048.
+ *   mvres: the fused value per pixel, summed in numpy's order. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, Py_ssize_t cell, double *sums,
-                      double *buf, float *motion)
+                      double *buf, float *motion, double *rowsum, int64_t *isum)
 {
     Py_ssize_t cols = (width + cell - 1) / cell, unit = s->unit;
     const float inv_scale = 1.0f / (float)MC_SCALE; /* a power of two: multiplying is dividing exactly */
     const float rs = s->res_scale, rw = s->res_weight;
     for (Py_ssize_t x = width; x < cols * cell; x++)
         buf[x] = 0.0; /* cell_means pads the map with zeros */
+    if (s->mode == CELL_RESIDUAL) {
+        for (Py_ssize_t y0 = 0; y0 < height; y0 += cell) {
+            memset(isum, 0, sizeof(int64_t) * (size_t)cols);
+            for (Py_ssize_t y = y0; y < y0 + cell && y < height; y++) {
+                const int32_t *k = s->keys + y * width;
+                for (Py_ssize_t c = 0; c < cols; c++) {
+                    Py_ssize_t x1 = (c + 1) * cell < width ? (c + 1) * cell : width;
+                    int64_t t = 0;
+                    for (Py_ssize_t x = c * cell; x < x1; x++)
+                        t += k[x];
+                    isum[c] += t;
+                }
+            }
+            double *out = sums + (y0 / cell) * cols;
+            for (Py_ssize_t c = 0; c < cols; c++)
+                out[c] = (double)isum[c] / (double)MC_SCALE;
+        }
+        return;
+    }
     for (Py_ssize_t y = 0; y < height; y++) {
-        if (s->mode != CELL_RESIDUAL && y % unit == 0) {
+        int new_unit_row = y % unit == 0;
+        if (new_unit_row) {
             /* The motion term of each pixel: its unit cell's (fuse_mvres, in float32). */
             const float *mrow = s->mag + (y / unit) * s->uw;
             for (Py_ssize_t x0 = 0, u = 0; x0 < width; x0 += unit, u++) {
@@ -1140,15 +1206,22 @@ static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, 
                     motion[x] = m;
             }
         }
-        const int32_t *k = s->keys ? s->keys + y * width : NULL;
+        double *out = sums + (y / cell) * cols;
+        if (s->mode == CELL_MV && !new_unit_row) {
+            for (Py_ssize_t c = 0; c < cols; c++)
+                out[c] += rowsum[c];
+            continue;
+        }
         if (s->mode == CELL_MV)
             for (Py_ssize_t x = 0; x < width; x++)
                 buf[x] = (double)motion[x];
-        else if (s->mode == CELL_RESIDUAL)
-            for (Py_ssize_t x = 0; x < width; x++)
-                buf[x] = (double)((float)k[x] * inv_scale);
         else {
+            const int32_t *k = s->keys + y * width;
             Py_ssize_t x = 0;
+#if MC_AVX2
+            if (mc_avx2)
+                x = fuse_row8(k, motion, buf, width, inv_scale, rs, rw);
+#endif
 #if defined(__SSE2__)
             /* minps/maxps are exactly the comparisons below (and numpy's minimum/maximum
              * without NaN); the rest is the same float32 operations in the same order. */
@@ -1171,13 +1244,10 @@ static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, 
                 buf[x] = (double)(f > 0.0f ? f : 0.0f);
             }
         }
-        double *out = sums + (y / cell) * cols;
-        if (cell == 16)
-            for (Py_ssize_t c = 0; c < cols; c++)
-                out[c] += pairwise16(buf + c * 16);
-        else
-            for (Py_ssize_t c = 0; c < cols; c++)
-                out[c] += np_pairwise(buf + c * cell, cell);
+        for (Py_ssize_t c = 0; c < cols; c++)
+            rowsum[c] = cell == 16 ? pairwise16(buf + c * 16) : np_pairwise(buf + c * cell, cell);
+        for (Py_ssize_t c = 0; c < cols; c++)
+            out[c] += rowsum[c];
     }
 }
 
@@ -1204,11 +1274,13 @@ static PyObject *cell_sums(PyObject *self, PyObject *args)
         goto done;
     if (get_out(out_obj, &out, rows * cols * 8, "cell sum") < 0)
         goto done;
-    double *buf = malloc(sizeof(double) * (size_t)(cols * cell));
+    double *buf = malloc(sizeof(double) * (size_t)(cols * cell + cols));
     float *motion = malloc(sizeof(float) * (size_t)width);
-    if (!buf || !motion) {
+    int64_t *isum = malloc(sizeof(int64_t) * (size_t)cols);
+    if (!buf || !motion || !isum) {
         free(buf);
         free(motion);
+        free(isum);
         PyErr_NoMemory();
         goto done;
     }
@@ -1216,10 +1288,11 @@ static PyObject *cell_sums(PyObject *self, PyObject *args)
                     mv_scale, res_scale, mv_weight, res_weight};
     memset(out.buf, 0, (size_t)out.len);
     Py_BEGIN_ALLOW_THREADS
-    cell_rows(&s, height, width, cell, out.buf, buf, motion);
+    cell_rows(&s, height, width, cell, out.buf, buf, motion, buf + cols * cell, isum);
     Py_END_ALLOW_THREADS
     free(buf);
     free(motion);
+    free(isum);
     Py_INCREF(Py_None);
     result = Py_None;
 done:
