@@ -927,11 +927,11 @@ static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, const char 
 static PyObject *motion_residual(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj;
+    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj, *counts_obj;
     PyObject *result = NULL;
     Py_ssize_t unit;
-    if (!PyArg_ParseTuple(args, "OOOOnOOOO", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
-                          &dist_obj, &hist_obj))
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOO", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
+                          &dist_obj, &hist_obj, &counts_obj))
         return NULL;
     if (!PyTuple_Check(refs_obj) || PyTuple_GET_SIZE(refs_obj) < 3 || PyTuple_GET_SIZE(refs_obj) % 2 == 0 ||
         unit < 1) {
@@ -940,7 +940,7 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t nref = PyTuple_GET_SIZE(refs_obj);
-    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, hist = {0};
+    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, hist = {0}, counts = {0};
     Py_buffer *refv = calloc((size_t)nref, sizeof(Py_buffer));
     Plane8 *planes = calloc((size_t)nref, sizeof(Plane8));
     McBlock *blocks = NULL;
@@ -972,7 +972,8 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
     Py_ssize_t uh = (h + unit - 1) / unit, uw = (w + unit - 1) / unit;
     if (res_obj != Py_None && get_out(res_obj, &res, h * w * 4, "residual") < 0)
         goto done;
-    if (get_out(mag_obj, &mag, uh * uw * 4, "magnitude") < 0 || get_out(dist_obj, &dist, n * 4, "distance") < 0)
+    if (get_out(mag_obj, &mag, uh * uw * 4, "magnitude") < 0 || get_out(dist_obj, &dist, n * 4, "distance") < 0 ||
+        get_out(counts_obj, &counts, 2 * ((nref - 1) / 2 + 1) * 8, "distance counts") < 0)
         goto done;
     if (res.obj && hist_obj != Py_None && get_out(hist_obj, &hist, MC_HIST_BINS * 8, "key histogram") < 0)
         goto done;
@@ -1012,6 +1013,14 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         status = mc_frame(&c, planes, nref, h, w, blocks, n, unit, res.obj ? res.buf : NULL, mag.buf, dist.buf,
                           hist.obj ? hist.buf : NULL, &aligned, &covered);
         Py_END_ALLOW_THREADS
+        /* Per direction (past, future), how many vectors chose each distance (0: none used). */
+        int64_t *cnt = counts.buf;
+        const int32_t *dv = dist.buf;
+        Py_ssize_t span = (nref - 1) / 2 + 1;
+        memset(cnt, 0, (size_t)counts.len);
+        for (Py_ssize_t i = 0; i < n && status == 0; i++)
+            if (blocks[i].dir != 0 && dv[i] > 0)
+                cnt[(blocks[i].dir > 0) * span + dv[i]] += 1;
         if (status < 0) {
             PyErr_NoMemory();
             goto done;
@@ -1027,11 +1036,50 @@ done:
         free(refv);
     }
     free(planes);
-    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &hist};
+    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &hist, &counts};
     for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
         if (views[i]->obj)
             PyBuffer_Release(views[i]);
     return result;
+}
+
+/* The side of the coarsest grid every block of (N, 8) vectors aligns with: the gcd of the block
+ * sizes and of the |corners| (dst - size / 2), 1 when all are 0 (numpy: np.gcd.reduce ... or 1). */
+static PyObject *block_unit(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *mvs_obj;
+    if (!PyArg_ParseTuple(args, "O", &mvs_obj))
+        return NULL;
+    Py_buffer mvs = {0};
+    if (PyObject_GetBuffer(mvs_obj, &mvs, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (mvs.len % 32) {
+        PyBuffer_Release(&mvs);
+        PyErr_SetString(PyExc_ValueError, "Invalid vectors. Supported values are (N, 8) int32.");
+        return NULL;
+    }
+    const int32_t *m = mvs.buf;
+    Py_ssize_t n = mvs.len / 32;
+    int64_t g = 0;
+    for (Py_ssize_t i = 0; i < n && g != 1; i++) {
+        const int32_t *r = m + 8 * i;
+        /* numpy's floor division of the (positive) sizes by 2 */
+        int64_t bw = r[2], bh = r[3], x0 = (int64_t)r[0] - (bw >= 0 ? bw / 2 : -((-bw + 1) / 2));
+        int64_t y0 = (int64_t)r[1] - (bh >= 0 ? bh / 2 : -((-bh + 1) / 2));
+        int64_t v[4] = {bw, bh, x0, y0};
+        for (int j = 0; j < 4; j++) {
+            int64_t a = v[j] < 0 ? -v[j] : v[j], b = g;
+            while (b) {
+                int64_t t = a % b;
+                a = b;
+                b = t;
+            }
+            g = a;
+        }
+    }
+    PyBuffer_Release(&mvs);
+    return PyLong_FromLongLong(g ? g : 1);
 }
 
 /* Counts of (key >> shift) - lo over the residual keys, for the bins [0, len(out)): a coarse
@@ -1307,16 +1355,20 @@ done:
 
 static PyMethodDef methods[] = {
     {"motion_residual", motion_residual, METH_VARARGS,
-     "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, histogram_out)\n"
+     "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, histogram_out,\n"
+     "counts_out)\n"
      "-> (status, covered_pixels, keys_aligned)\n\n"
      "Rebuild a frame's inter prediction from its (N, 8) vectors (native.side_data.MV_COLUMNS) and\n"
      "the uint8 luma of refs (a tuple of 2*depth+1 planes by display offset -depth..depth, None where\n"
      "absent). Writes |Y * 2048 - prediction * 2048| (int32 (H, W), or skipped when None), the\n"
      "per-frame motion magnitude on the unit grid (float32), the inferred reference distance per\n"
      "vector (int32 (N,)) and, unless histogram_out is None, the int64 histogram of residual key >> 6\n"
-     "(8192 bins; keys_aligned: every key is a multiple of 64).\n"
+     "(8192 bins; keys_aligned: every key is a multiple of 64), and the int64 (2, depth + 1) counts of\n"
+     "the distances chosen by past and future vectors.\n"
      "status 0: done; 1: vectors off OpenCV's 1/32 grid or the unit grid; 2: overlapping blocks\n"
      "(the numpy path serves those frames)."},
+    {"block_unit", block_unit, METH_VARARGS,
+     "block_unit(mvs) -> int\n\nThe gcd of the block sizes and |corners| of (N, 8) int32 vectors (1 when all are 0)."},
     {"key_histogram", key_histogram, METH_VARARGS,
      "key_histogram(keys, shift, lo, out)\n\nout[b] = count of keys with (key >> shift) - lo == b (int64 out)."},
     {"cell_sums", cell_sums, METH_VARARGS,

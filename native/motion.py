@@ -35,6 +35,9 @@ class MotionResidual:
     covered_pixels: int
     histogram: np.ndarray | None = None
     """(HISTOGRAM_BINS,) int64 counts of ``residual_keys >> HISTOGRAM_SHIFT`` (None unless asked for)."""
+    distance_counts: np.ndarray | None = None
+    """(2, max_distance + 1) int64: how many past (row 0) and future (row 1) vectors chose each
+    reference distance (all zero for a direction without vectors or references to try)."""
     keys_aligned: bool = False
     """Every residual key is a multiple of ``1 << HISTOGRAM_SHIFT`` (whole-, half- and quarter-pel
     vectors): the histogram then ranks the keys exactly."""
@@ -58,6 +61,13 @@ class Scratch:
 def available() -> bool:
     """Whether the compiled kernel was built (the numpy path serves otherwise)."""
     return _kernels is not None
+
+
+def block_unit(mvs: np.ndarray) -> int:
+    """The gcd of the block sizes and |corners| of (N, 8) int32 vectors (1 when all are 0):
+    ``int(np.gcd.reduce([w, h, |dst_x - w // 2|, |dst_y - h // 2|, 0])) or 1`` without the arrays."""
+    assert _kernels is not None
+    return int(_kernels.block_unit(np.ascontiguousarray(mvs, dtype=np.int32)))
 
 
 def motion_residual(
@@ -109,12 +119,13 @@ def motion_residual(
     mag = np.empty((-(-h // unit), -(-w // unit)), np.float32)
     dist = np.empty(mvs.shape[0], np.int32)
     hist = np.empty(HISTOGRAM_BINS, np.int64) if residual and histogram else None
+    counts = np.empty((2, max_distance + 1), np.int64)
     status, covered, aligned = _kernels.motion_residual(
-        current, refs, mvs, hypot, unit, keys, mag, dist, hist
+        current, refs, mvs, hypot, unit, keys, mag, dist, hist, counts
     )
     if status:
         return None
-    return MotionResidual(keys, mag, unit, dist, int(covered), hist, bool(aligned))
+    return MotionResidual(keys, mag, unit, dist, int(covered), hist, counts, bool(aligned))
 
 
 def residual_order_statistics(motion: MotionResidual, ranks: tuple[int, int]) -> tuple[int, int]:
