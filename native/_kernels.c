@@ -705,6 +705,7 @@ static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *t
     if (hist_out && !(hist = calloc(4 * MC_HIST_BINS, sizeof(int32_t)))) /* four copies: neighbours often share a bin */
         return -1;
     int32_t bits = 0;
+    int64_t zeros = 0;
     for (Py_ssize_t y = 0; y < height; y++) {
         const uint8_t *c = cur->buf + y * cur->stride, *f = fallback->buf + y * fallback->stride;
         const uint8_t *tr = total + (y / unit) * uw;
@@ -720,6 +721,23 @@ static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *t
         if (!hist)
             continue;
         Py_ssize_t x = 0;
+#if defined(__SSE2__)
+        /* Runs of exact predictions (static areas: often most of a frame) count eight at a time. */
+        for (; x + 8 <= width; x += 8) {
+            __m128i any = _mm_or_si128(_mm_loadu_si128((const __m128i *)(r + x)), _mm_loadu_si128((const __m128i *)(r + x + 4)));
+            if (_mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) == 0xFFFF) {
+                zeros += 8;
+                continue;
+            }
+            for (Py_ssize_t j = x; j < x + 8; j += 4) {
+                hist[r[j] >> MC_HIST_SHIFT] += 1;
+                hist[MC_HIST_BINS + (r[j + 1] >> MC_HIST_SHIFT)] += 1;
+                hist[2 * MC_HIST_BINS + (r[j + 2] >> MC_HIST_SHIFT)] += 1;
+                hist[3 * MC_HIST_BINS + (r[j + 3] >> MC_HIST_SHIFT)] += 1;
+                bits |= (r[j] | r[j + 1]) | (r[j + 2] | r[j + 3]);
+            }
+        }
+#endif
         for (; x + 4 <= width; x += 4) {
             hist[r[x] >> MC_HIST_SHIFT] += 1;
             hist[MC_HIST_BINS + (r[x + 1] >> MC_HIST_SHIFT)] += 1;
@@ -735,6 +753,7 @@ static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *t
     if (hist) {
         for (int b = 0; b < MC_HIST_BINS; b++)
             hist_out[b] = (int64_t)hist[b] + hist[MC_HIST_BINS + b] + hist[2 * MC_HIST_BINS + b] + hist[3 * MC_HIST_BINS + b];
+        hist_out[0] += zeros;
         *aligned = (bits & ((1 << MC_HIST_SHIFT) - 1)) == 0;
         free(hist);
     }
