@@ -176,3 +176,31 @@ def test_one_decode_gives_the_signal_and_the_pixels() -> None:
         assert np.array_equal(both.pixels[row], frames[fid]), fid
     energy = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="pkt_energy"), pixels_hw=(224, 308))
     assert energy.pixels is None  # no decode, no pixels
+
+
+@pytest.mark.slow
+def test_compute_signals_equals_the_numpy_path_end_to_end() -> None:
+    """Every motion signal as a run computes it (one decode, the reference window, the kernel, the
+    cell means) on a small real clip equals the numpy path fed from a separate single-threaded
+    decode, frame by frame: the signals' outputs are pinned end to end, not only the kernel's."""
+    info = probe(DATA / "real_h264_film_friday.mp4", config=ProbeConfig())
+    ids = np.arange(0, 24, dtype=np.int32)
+    frames = {
+        item["frame_index"]: item
+        for item in side_data.iter_frames(
+            info.path, luma=True, motion_vectors=True, last_index=27, thread_count=1
+        )
+    }
+    checked = 0
+    for kind in KINDS:
+        config = sig.SignalConfig(kind=kind, threads=1)
+        got = sig.compute_signals(info, ids, config=config)
+        for row, t in enumerate(ids.tolist()):
+            item = frames[t]
+            if not len(item["mvs"]):  # an I frame: the proxy, the same code in both paths
+                continue
+            refs = {k - t: frames[k]["luma"] for k in frames if k != t and abs(k - t) <= 4}
+            want = numpy_path(kind, item["luma"], refs, item["mvs"], config)[0]
+            assert np.array_equal(got.grids[row], want), f"{kind} frame {t}"
+            checked += 1
+    assert checked >= 3 * 20
