@@ -565,6 +565,46 @@ static int64_t block_sad(const Plane8 *cur, const Plane8 *ref, const Shift *t, P
     return sad;
 }
 
+#define MC_HIST_SHIFT 6
+#define MC_HIST_BINS 8192 /* (255 * MC_SCALE) >> MC_HIST_SHIFT = 8160 < 8192 */
+
+/* The histogram of final residual keys >> 6 (for the mvres percentile), taken as each pixel's key
+ * is written, while it is in cache: four copies of the bins (neighbours often share a bin), the
+ * zero keys counted apart, and the OR of every key (are all multiples of 64?). */
+typedef struct {
+    int32_t *bins;
+    int64_t zeros;
+    int32_t bits;
+} KeyHist;
+
+static inline void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n)
+{
+    int32_t *bins = h->bins, bits = 0;
+    Py_ssize_t x = 0;
+#if defined(__SSE2__)
+    /* Runs of exact predictions (static areas: often most of a frame) count eight at a time. */
+    for (; x + 8 <= n; x += 8) {
+        __m128i any = _mm_or_si128(_mm_loadu_si128((const __m128i *)(r + x)), _mm_loadu_si128((const __m128i *)(r + x + 4)));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) == 0xFFFF) {
+            h->zeros += 8;
+            continue;
+        }
+        for (Py_ssize_t j = x; j < x + 8; j += 4) {
+            bins[r[j] >> MC_HIST_SHIFT] += 1;
+            bins[MC_HIST_BINS + (r[j + 1] >> MC_HIST_SHIFT)] += 1;
+            bins[2 * MC_HIST_BINS + (r[j + 2] >> MC_HIST_SHIFT)] += 1;
+            bins[3 * MC_HIST_BINS + (r[j + 3] >> MC_HIST_SHIFT)] += 1;
+            bits |= (r[j] | r[j + 1]) | (r[j + 2] | r[j + 3]);
+        }
+    }
+#endif
+    for (; x < n; x++) {
+        bins[r[x] >> MC_HIST_SHIFT] += 1;
+        bits |= r[x];
+    }
+    h->bits |= bits;
+}
+
 /* How a block's predictions land in the residual buffer (times 1024, p):
  *   MC_STORE: res = p, the first of the two directions covering the pixel;
  *   MC_ONE:   res = |2048 c - 2 p|, the only direction covering it;
@@ -631,11 +671,13 @@ AVX2_FN static inline Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssi
 #if MC_AVX2
 /* A 16-pixel-wide block whose taps all lie inside the frame, every row in one call. */
 AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t *a0, Py_ssize_t as, Py_ssize_t rows,
-                                  const Shift *t, int mode, int32_t *r, Py_ssize_t rs)
+                                  const Shift *t, int mode, int32_t *r, Py_ssize_t rs, KeyHist *h)
 {
     for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
         TapRows a = {a0, a0 + as};
         row_write16(c, a, 16, t, mode, r);
+        if (h && mode != MC_STORE)
+            hist_keys(h, r, 16);
     }
 }
 #endif
@@ -643,14 +685,14 @@ AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t
 /* Write one block's predictions into res (rows of width) in the given mode. */
 static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
                         Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int mode, int32_t *res,
-                        uint8_t *tmp, Py_ssize_t tstride)
+                        uint8_t *tmp, Py_ssize_t tstride, KeyHist *h)
 {
     Py_ssize_t n = xb - xa;
     int direct = taps_inside_x(t, xa, xb, width);
 #if MC_AVX2
     if (mc_avx2 && n == 16 && direct && (t->whole || t->quarter) && taps_inside_y(t, ya, yb, height)) {
         block_write16(cur->buf + ya * cur->stride + xa, cur->stride, ref->buf + (ya + t->oy) * ref->stride + xa + t->ox,
-                      ref->stride, yb - ya, t, mode, res + ya * width + xa, width);
+                      ref->stride, yb - ya, t, mode, res + ya * width + xa, width, h);
         return;
     }
 #endif
@@ -689,23 +731,16 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
         }
         for (; i < n; i++)
             r[i] = finish(mode, c[i], pred_taps(t, a, i), r[i]);
+        if (h && mode != MC_STORE)
+            hist_keys(h, r, n);
     }
 }
 
-#define MC_HIST_SHIFT 6
-#define MC_HIST_BINS 8192 /* (255 * MC_SCALE) >> MC_HIST_SHIFT = 8160 < 8192 */
-
-/* The final pass: pixels no vector covers are predicted by the co-located fallback pixel; then,
- * when hist is given, the histogram of key >> 6 and whether every key is a multiple of 64 (as
- * for whole-, half- and quarter-pel vectors: then the histogram ranks the keys exactly). */
-static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *total, Py_ssize_t uw, Py_ssize_t unit,
-                     Py_ssize_t height, Py_ssize_t width, int32_t *res, int64_t *hist_out, int *aligned)
+/* The final pass: pixels no vector covers are predicted by the co-located fallback pixel (and
+ * counted in h, when given). */
+static void mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *total, Py_ssize_t uw, Py_ssize_t unit,
+                      Py_ssize_t height, Py_ssize_t width, int32_t *res, KeyHist *h)
 {
-    int32_t *hist = NULL;
-    if (hist_out && !(hist = calloc(4 * MC_HIST_BINS, sizeof(int32_t)))) /* four copies: neighbours often share a bin */
-        return -1;
-    int32_t bits = 0;
-    int64_t zeros = 0;
     for (Py_ssize_t y = 0; y < height; y++) {
         const uint8_t *c = cur->buf + y * cur->stride, *f = fallback->buf + y * fallback->stride;
         const uint8_t *tr = total + (y / unit) * uw;
@@ -717,47 +752,10 @@ static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *t
                     int32_t key = (c[x] - f[x]) * MC_SCALE;
                     r[x] = key < 0 ? -key : key;
                 }
+                if (h)
+                    hist_keys(h, r + x0, x1 - x0);
             }
-        if (!hist)
-            continue;
-        Py_ssize_t x = 0;
-#if defined(__SSE2__)
-        /* Runs of exact predictions (static areas: often most of a frame) count eight at a time. */
-        for (; x + 8 <= width; x += 8) {
-            __m128i any = _mm_or_si128(_mm_loadu_si128((const __m128i *)(r + x)), _mm_loadu_si128((const __m128i *)(r + x + 4)));
-            if (_mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) == 0xFFFF) {
-                zeros += 8;
-                continue;
-            }
-            for (Py_ssize_t j = x; j < x + 8; j += 4) {
-                hist[r[j] >> MC_HIST_SHIFT] += 1;
-                hist[MC_HIST_BINS + (r[j + 1] >> MC_HIST_SHIFT)] += 1;
-                hist[2 * MC_HIST_BINS + (r[j + 2] >> MC_HIST_SHIFT)] += 1;
-                hist[3 * MC_HIST_BINS + (r[j + 3] >> MC_HIST_SHIFT)] += 1;
-                bits |= (r[j] | r[j + 1]) | (r[j + 2] | r[j + 3]);
-            }
-        }
-#endif
-        for (; x + 4 <= width; x += 4) {
-            hist[r[x] >> MC_HIST_SHIFT] += 1;
-            hist[MC_HIST_BINS + (r[x + 1] >> MC_HIST_SHIFT)] += 1;
-            hist[2 * MC_HIST_BINS + (r[x + 2] >> MC_HIST_SHIFT)] += 1;
-            hist[3 * MC_HIST_BINS + (r[x + 3] >> MC_HIST_SHIFT)] += 1;
-            bits |= (r[x] | r[x + 1]) | (r[x + 2] | r[x + 3]);
-        }
-        for (; x < width; x++) {
-            hist[r[x] >> MC_HIST_SHIFT] += 1;
-            bits |= r[x];
-        }
     }
-    if (hist) {
-        for (int b = 0; b < MC_HIST_BINS; b++)
-            hist_out[b] = (int64_t)hist[b] + hist[MC_HIST_BINS + b] + hist[2 * MC_HIST_BINS + b] + hist[3 * MC_HIST_BINS + b];
-        hist_out[0] += zeros;
-        *aligned = (bits & ((1 << MC_HIST_SHIFT) - 1)) == 0;
-        free(hist);
-    }
-    return 0;
 }
 
 /* The units [x0, x1) x [y0, y1) of a block on the unit grid, clipped to it. */
@@ -788,7 +786,12 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
     int *cands[2] = {malloc(sizeof(int) * (size_t)(depth + 1)), malloc(sizeof(int) * (size_t)(depth + 1))};
     Py_ssize_t tstride = width + 64; /* two gathered border rows of taps (block_sad, block_write) */
     uint8_t *tmp = malloc((size_t)(2 * tstride));
-    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp) {
+    KeyHist kh = {NULL, 0, 0}, *h = NULL;
+    if (hist && res_out) {
+        kh.bins = calloc(4 * MC_HIST_BINS, sizeof(int32_t));
+        h = &kh;
+    }
+    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp || (h && !kh.bins)) {
         status = -1;
         goto done;
     }
@@ -865,7 +868,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
         if (res_out && xb > xa && yb > ya) {
             const Plane8 *ref = &refs[depth + b->dir * d];
             if (uniform) {
-                block_write(cur, ref, &t, xa, xb, ya, yb, height, width, mode0, res_out, tmp, tstride);
+                block_write(cur, ref, &t, xa, xb, ya, yb, height, width, mode0, res_out, tmp, tstride, h);
             } else {
                 for (Py_ssize_t uy = r.y0; uy < r.y1; uy++)
                     for (Py_ssize_t ux = r.x0; ux < r.x1; ux++) {
@@ -873,7 +876,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
                         int mode = total[u] == 1 ? MC_ONE : (written[u] ? MC_SUM : MC_STORE);
                         Py_ssize_t x0 = ux * unit, x1 = x0 + unit < width ? x0 + unit : width;
                         Py_ssize_t y0 = uy * unit, y1 = y0 + unit < height ? y0 + unit : height;
-                        block_write(cur, ref, &t, x0, x1, y0, y1, height, width, mode, res_out, tmp, tstride);
+                        block_write(cur, ref, &t, x0, x1, y0, y1, height, width, mode, res_out, tmp, tstride, h);
                     }
             }
         }
@@ -901,8 +904,14 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
          * frame, else the nearest future frame, else themselves. */
         const Plane8 *fallback =
             refs[depth - 1].buf ? &refs[depth - 1] : (refs[depth + 1].buf ? &refs[depth + 1] : cur);
-        if (mc_finish(cur, fallback, total, uw, unit, height, width, res_out, hist, aligned) < 0)
-            status = -1;
+        mc_finish(cur, fallback, total, uw, unit, height, width, res_out, h);
+        if (h) {
+            const int32_t *bins = kh.bins;
+            for (int b = 0; b < MC_HIST_BINS; b++)
+                hist[b] = (int64_t)bins[b] + bins[MC_HIST_BINS + b] + bins[2 * MC_HIST_BINS + b] + bins[3 * MC_HIST_BINS + b];
+            hist[0] += kh.zeros;
+            *aligned = (kh.bits & ((1 << MC_HIST_SHIFT) - 1)) == 0;
+        }
     }
 done:
     free(owner);
@@ -913,6 +922,7 @@ done:
     free(cands[0]);
     free(cands[1]);
     free(tmp);
+    free(kh.bins);
     return status;
 }
 
