@@ -575,7 +575,30 @@ typedef struct {
     int32_t *bins;
     int64_t zeros;
     int32_t bits;
+    /* When given, the integer sums of the final keys per cell of side cell ((H/cell) x cols). */
+    int64_t *cells;
+    Py_ssize_t cell, cols;
 } KeyHist;
+
+/* Add a row segment's final keys (pixels [x, x + n) of row y) to the histogram and cell sums. */
+static inline void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n);
+
+static inline void final_keys(KeyHist *h, const int32_t *r, Py_ssize_t x, Py_ssize_t y, Py_ssize_t n)
+{
+    if (h->bins)
+        hist_keys(h, r, n);
+    if (h->cells) {
+        int64_t *row = h->cells + (y / h->cell) * h->cols;
+        for (Py_ssize_t i = 0; i < n;) {
+            Py_ssize_t c = (x + i) / h->cell, end = (c + 1) * h->cell - x;
+            end = end < n ? end : n;
+            int32_t t = 0; /* at most cell * 255 * 2048 < 2^31 for cells up to 4096 wide */
+            for (; i < end; i++)
+                t += r[i];
+            row[c] += t;
+        }
+    }
+}
 
 static inline void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n)
 {
@@ -671,13 +694,14 @@ AVX2_FN static inline Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssi
 #if MC_AVX2
 /* A 16-pixel-wide block whose taps all lie inside the frame, every row in one call. */
 AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t *a0, Py_ssize_t as, Py_ssize_t rows,
-                                  const Shift *t, int mode, int32_t *r, Py_ssize_t rs, KeyHist *h)
+                                  const Shift *t, int mode, int32_t *r, Py_ssize_t rs, KeyHist *h, Py_ssize_t x,
+                                  Py_ssize_t y0)
 {
     for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
         TapRows a = {a0, a0 + as};
         row_write16(c, a, 16, t, mode, r);
         if (h && mode != MC_STORE)
-            hist_keys(h, r, 16);
+            final_keys(h, r, x, y0 + y, 16);
     }
 }
 #endif
@@ -692,7 +716,7 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
 #if MC_AVX2
     if (mc_avx2 && n == 16 && direct && (t->whole || t->quarter) && taps_inside_y(t, ya, yb, height)) {
         block_write16(cur->buf + ya * cur->stride + xa, cur->stride, ref->buf + (ya + t->oy) * ref->stride + xa + t->ox,
-                      ref->stride, yb - ya, t, mode, res + ya * width + xa, width, h);
+                      ref->stride, yb - ya, t, mode, res + ya * width + xa, width, h, xa, ya);
         return;
     }
 #endif
@@ -732,7 +756,7 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
         for (; i < n; i++)
             r[i] = finish(mode, c[i], pred_taps(t, a, i), r[i]);
         if (h && mode != MC_STORE)
-            hist_keys(h, r, n);
+            final_keys(h, r, xa, y, n);
     }
 }
 
@@ -753,7 +777,7 @@ static void mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *
                     r[x] = key < 0 ? -key : key;
                 }
                 if (h)
-                    hist_keys(h, r + x0, x1 - x0);
+                    final_keys(h, r + x0, x0, y, x1 - x0);
             }
     }
 }
@@ -775,7 +799,8 @@ static inline Units units_of(const McBlock *b, Py_ssize_t unit, Py_ssize_t uh, P
  * directions together), so a pixel's second prediction finds its first still in cache. */
 static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_ssize_t height, Py_ssize_t width,
                     const McBlock *blocks, Py_ssize_t nblocks, Py_ssize_t unit, int32_t *res_out, float *mag_out,
-                    int32_t *dist_out, int64_t *hist, int *aligned, int64_t *covered_out)
+                    int32_t *dist_out, int64_t *hist, int *aligned, int64_t *cells, Py_ssize_t cell,
+                    int64_t *covered_out)
 {
     Py_ssize_t depth = (nref - 1) / 2, uh = (height + unit - 1) / unit, uw = (width + unit - 1) / unit;
     Py_ssize_t units = uh * uw;
@@ -786,12 +811,20 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
     int *cands[2] = {malloc(sizeof(int) * (size_t)(depth + 1)), malloc(sizeof(int) * (size_t)(depth + 1))};
     Py_ssize_t tstride = width + 64; /* two gathered border rows of taps (block_sad, block_write) */
     uint8_t *tmp = malloc((size_t)(2 * tstride));
-    KeyHist kh = {NULL, 0, 0}, *h = NULL;
+    KeyHist kh = {NULL, 0, 0, NULL, 1, 0}, *h = NULL;
     if (hist && res_out) {
         kh.bins = calloc(4 * MC_HIST_BINS, sizeof(int32_t));
         h = &kh;
     }
-    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp || (h && !kh.bins)) {
+    if (cells && res_out) {
+        kh.cells = cells;
+        kh.cell = cell;
+        kh.cols = (width + cell - 1) / cell;
+        memset(cells, 0, sizeof(int64_t) * (size_t)(kh.cols * ((height + cell - 1) / cell)));
+        h = &kh;
+    }
+    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp ||
+        (hist && res_out && !kh.bins)) {
         status = -1;
         goto done;
     }
@@ -905,7 +938,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
         const Plane8 *fallback =
             refs[depth - 1].buf ? &refs[depth - 1] : (refs[depth + 1].buf ? &refs[depth + 1] : cur);
         mc_finish(cur, fallback, total, uw, unit, height, width, res_out, h);
-        if (h) {
+        if (kh.bins) {
             const int32_t *bins = kh.bins;
             for (int b = 0; b < MC_HIST_BINS; b++)
                 hist[b] = (int64_t)bins[b] + bins[MC_HIST_BINS + b] + bins[2 * MC_HIST_BINS + b] + bins[3 * MC_HIST_BINS + b];
@@ -956,11 +989,12 @@ static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, const char 
 static PyObject *motion_residual(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj, *counts_obj;
+    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj, *counts_obj, *cells_obj;
+    Py_ssize_t cell = 0;
     PyObject *result = NULL;
     Py_ssize_t unit;
-    if (!PyArg_ParseTuple(args, "OOOOnOOOOO", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
-                          &dist_obj, &hist_obj, &counts_obj))
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOOOn", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
+                          &dist_obj, &hist_obj, &counts_obj, &cells_obj, &cell))
         return NULL;
     if (!PyTuple_Check(refs_obj) || PyTuple_GET_SIZE(refs_obj) < 3 || PyTuple_GET_SIZE(refs_obj) % 2 == 0 ||
         unit < 1) {
@@ -969,7 +1003,7 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t nref = PyTuple_GET_SIZE(refs_obj);
-    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, hist = {0}, counts = {0};
+    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, hist = {0}, counts = {0}, cells = {0};
     Py_buffer *refv = calloc((size_t)nref, sizeof(Py_buffer));
     Plane8 *planes = calloc((size_t)nref, sizeof(Plane8));
     McBlock *blocks = NULL;
@@ -1006,6 +1040,14 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         goto done;
     if (res.obj && hist_obj != Py_None && get_out(hist_obj, &hist, MC_HIST_BINS * 8, "key histogram") < 0)
         goto done;
+    if (res.obj && cells_obj != Py_None) {
+        if (cell < 1 || cell > 4096) {
+            PyErr_SetString(PyExc_ValueError, "Invalid cell size. Supported values are 1 to 4096.");
+            goto done;
+        }
+        if (get_out(cells_obj, &cells, ((h + cell - 1) / cell) * ((w + cell - 1) / cell) * 8, "cell sums") < 0)
+            goto done;
+    }
     blocks = malloc(sizeof(McBlock) * (size_t)(n ? n : 1));
     if (!blocks) {
         PyErr_NoMemory();
@@ -1040,7 +1082,7 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         Plane8 c = {cur.buf, cur.strides[0]};
         Py_BEGIN_ALLOW_THREADS
         status = mc_frame(&c, planes, nref, h, w, blocks, n, unit, res.obj ? res.buf : NULL, mag.buf, dist.buf,
-                          hist.obj ? hist.buf : NULL, &aligned, &covered);
+                          hist.obj ? hist.buf : NULL, &aligned, cells.obj ? cells.buf : NULL, cell, &covered);
         Py_END_ALLOW_THREADS
         /* Per direction (past, future), how many vectors chose each distance (0: none used). */
         int64_t *cnt = counts.buf;
@@ -1065,7 +1107,7 @@ done:
         free(refv);
     }
     free(planes);
-    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &hist, &counts};
+    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &hist, &counts, &cells};
     for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
         if (views[i]->obj)
             PyBuffer_Release(views[i]);
@@ -1385,7 +1427,7 @@ done:
 static PyMethodDef methods[] = {
     {"motion_residual", motion_residual, METH_VARARGS,
      "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, histogram_out,\n"
-     "counts_out)\n"
+     "counts_out, cells_out, cell)\n"
      "-> (status, covered_pixels, keys_aligned)\n\n"
      "Rebuild a frame's inter prediction from its (N, 8) vectors (native.side_data.MV_COLUMNS) and\n"
      "the uint8 luma of refs (a tuple of 2*depth+1 planes by display offset -depth..depth, None where\n"
@@ -1393,7 +1435,8 @@ static PyMethodDef methods[] = {
      "per-frame motion magnitude on the unit grid (float32), the inferred reference distance per\n"
      "vector (int32 (N,)) and, unless histogram_out is None, the int64 histogram of residual key >> 6\n"
      "(8192 bins; keys_aligned: every key is a multiple of 64), and the int64 (2, depth + 1) counts of\n"
-     "the distances chosen by past and future vectors.\n"
+     "the distances chosen by past and future vectors; unless cells_out is None, the int64 sums of the\n"
+     "residual keys per cell of side cell.\n"
      "status 0: done; 1: vectors off OpenCV's 1/32 grid or the unit grid; 2: overlapping blocks\n"
      "(the numpy path serves those frames)."},
     {"block_unit", block_unit, METH_VARARGS,

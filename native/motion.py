@@ -38,6 +38,9 @@ class MotionResidual:
     distance_counts: np.ndarray | None = None
     """(2, max_distance + 1) int64: how many past (row 0) and future (row 1) vectors chose each
     reference distance (all zero for a direction without vectors or references to try)."""
+    residual_cell_sums: np.ndarray | None = None
+    """(ceil(H / cell), ceil(W / cell)) int64 sums of ``residual_keys`` per cell, when a cell size
+    was given (taken as the keys are written, no pass over the frame)."""
     keys_aligned: bool = False
     """Every residual key is a multiple of ``1 << HISTOGRAM_SHIFT`` (whole-, half- and quarter-pel
     vectors): the histogram then ranks the keys exactly."""
@@ -80,6 +83,7 @@ def motion_residual(
     max_distance: int,
     residual: bool = True,
     histogram: bool = True,
+    cell_size: int = 0,
     scratch: Scratch | None = None,
 ) -> MotionResidual | None:
     """Rebuild the inter prediction of ``current`` from its exported vectors, in integers.
@@ -100,6 +104,7 @@ def motion_residual(
     max_distance : largest |offset| tried.
     residual : whether to compute the residual keys.
     histogram : whether to count the keys for :func:`residual_order_statistics` (with ``residual``).
+    cell_size : above 0 (with ``residual``), also sum the keys per cell of that side.
     scratch : work arrays to reuse; the returned ``residual_keys`` live there until the next
         call with the same scratch.
 
@@ -120,12 +125,15 @@ def motion_residual(
     dist = np.empty(mvs.shape[0], np.int32)
     hist = np.empty(HISTOGRAM_BINS, np.int64) if residual and histogram else None
     counts = np.empty((2, max_distance + 1), np.int64)
+    cells = None
+    if residual and cell_size > 0:
+        cells = np.empty((-(-h // cell_size), -(-w // cell_size)), np.int64)
     status, covered, aligned = _kernels.motion_residual(
-        current, refs, mvs, hypot, unit, keys, mag, dist, hist, counts
+        current, refs, mvs, hypot, unit, keys, mag, dist, hist, counts, cells, max(cell_size, 0)
     )
     if status:
         return None
-    return MotionResidual(keys, mag, unit, dist, int(covered), hist, counts, bool(aligned))
+    return MotionResidual(keys, mag, unit, dist, int(covered), hist, counts, cells, bool(aligned))
 
 
 def residual_order_statistics(motion: MotionResidual, ranks: tuple[int, int]) -> tuple[int, int]:

@@ -506,6 +506,7 @@ def _compiled_cells(
         max_distance=config.reference_search,
         residual=kind != "mv",
         histogram=kind == "mvres",  # only mvres ranks the residual (its percentile)
+        cell_size=config.cell_size if kind == "residual" else 0,  # summed as the kernel writes them
         scratch=scratch,
     )
     if motion is None:
@@ -525,9 +526,13 @@ def _compiled_cells(
             "mv_weight": np.float32(config.mv_weight / total),
             "residual_weight": np.float32(config.residual_weight / total),
         }
-    sums = motion_kernel.cell_sums(
-        kind, motion, height=height, width=width, cell_size=config.cell_size, **scales
-    )
+    if motion.residual_cell_sums is not None:
+        # Keys are |r| * 2048 below 2^20: numpy's float64 sums of the r are exact, the integer sum / 2048.
+        sums = motion.residual_cell_sums / np.float64(motion_kernel.RESIDUAL_SCALE)
+    else:
+        sums = motion_kernel.cell_sums(
+            kind, motion, height=height, width=width, cell_size=config.cell_size, **scales
+        )
     grid = (sums / _cell_counts(height, width, config.cell_size)).astype(np.float32)
     distances: dict[int, Counter[int]] = {}
     assert motion.distance_counts is not None
