@@ -559,6 +559,15 @@ static int64_t block_sad(const Plane8 *cur, const Plane8 *ref, const Shift *t, P
     }
 #endif
     int64_t sad = 0;
+    if (direct && taps_inside_y(t, ya, yb, height)) { /* no clamping: rows one stride apart */
+        const uint8_t *c = cur->buf + ya * cur->stride + xa;
+        TapRows a = {ref->buf + (ya + t->oy) * ref->stride + xa + t->ox, NULL};
+        for (Py_ssize_t y = ya; y < yb && sad < bound; y++, c += cur->stride, a.a0 += ref->stride) {
+            a.a1 = t->whole ? a.a0 : a.a0 + ref->stride; /* a whole shift reads one row */
+            sad += row_sad(c, a, n, t);
+        }
+        return sad;
+    }
     for (Py_ssize_t y = ya; y < yb && sad < bound; y++)
         sad += row_sad(cur->buf + y * cur->stride + xa, tap_rows(ref, t, xa, n, y, height, width, direct, tmp, tstride),
                        n, t);
