@@ -587,6 +587,9 @@ typedef struct {
     /* When given, the integer sums of the final keys per cell of side cell ((H/cell) x cols). */
     int64_t *cells;
     Py_ssize_t cell, cols;
+    /* When given (the keys themselves are not wanted), final keys go to this row buffer, not
+     * the frame's: only the first of two directions' predictions is stored there. */
+    int32_t *row;
 } KeyHist;
 
 /* Add a row segment's final keys (pixels [x, x + n) of row y) to the histogram and cell sums. */
@@ -675,7 +678,8 @@ AVX2_FN static inline __m256i finish8(int mode, __m256i c, __m256i p, const int3
 }
 
 /* One row's whole- or quarter-pel predictions, 16 pixels a step; returns the pixels done. */
-AVX2_FN static inline Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t, int mode, int32_t *r)
+AVX2_FN static inline Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t, int mode,
+                                             const int32_t *r, int32_t *o)
 {
     const __m256i qv[4] = {_mm256_set1_epi16(t->q[0]), _mm256_set1_epi16(t->q[1]), _mm256_set1_epi16(t->q[2]),
                            _mm256_set1_epi16(t->q[3])};
@@ -693,8 +697,8 @@ AVX2_FN static inline Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssi
         __m256i clo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i)));
         __m256i chi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i + 8)));
         __m256i klo = finish8(mode, clo, lo, r + i), khi = finish8(mode, chi, hi, r + i + 8);
-        _mm256_storeu_si256((__m256i *)(r + i), klo);
-        _mm256_storeu_si256((__m256i *)(r + i + 8), khi);
+        _mm256_storeu_si256((__m256i *)(o + i), klo);
+        _mm256_storeu_si256((__m256i *)(o + i + 8), khi);
     }
     return i;
 }
@@ -708,9 +712,10 @@ AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t
 {
     for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
         TapRows a = {a0, a0 + as};
-        row_write16(c, a, 16, t, mode, r);
+        int32_t *o = h && h->row && mode != MC_STORE ? h->row : r;
+        row_write16(c, a, 16, t, mode, r, o);
         if (h && mode != MC_STORE)
-            final_keys(h, r, x, y0 + y, 16);
+            final_keys(h, o, x, y0 + y, 16);
     }
 }
 #endif
@@ -731,13 +736,13 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
 #endif
     for (Py_ssize_t y = ya; y < yb; y++) {
         const uint8_t *c = cur->buf + y * cur->stride + xa;
-        int32_t *r = res + y * width + xa;
+        int32_t *r = res + y * width + xa, *o = h && h->row && mode != MC_STORE ? h->row : r;
         TapRows a = tap_rows(ref, t, xa, n, y, height, width, direct, tmp, tstride);
         Py_ssize_t i = 0;
         if (t->whole || t->quarter) {
 #if MC_AVX2
             if (mc_avx2)
-                i = row_write16(c, a, n, t, mode, r);
+                i = row_write16(c, a, n, t, mode, r, o);
 #endif
 #if defined(__SSE2__)
             const __m128i z = _mm_setzero_si128();
@@ -757,15 +762,15 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
                 __m128i c16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(c + i)), z);
                 __m128i slo = mode == MC_SUM ? _mm_loadu_si128((const __m128i *)(r + i)) : z;
                 __m128i shi = mode == MC_SUM ? _mm_loadu_si128((const __m128i *)(r + i + 4)) : z;
-                _mm_storeu_si128((__m128i *)(r + i), finish4(mode, _mm_unpacklo_epi16(c16, z), plo, slo));
-                _mm_storeu_si128((__m128i *)(r + i + 4), finish4(mode, _mm_unpackhi_epi16(c16, z), phi, shi));
+                _mm_storeu_si128((__m128i *)(o + i), finish4(mode, _mm_unpacklo_epi16(c16, z), plo, slo));
+                _mm_storeu_si128((__m128i *)(o + i + 4), finish4(mode, _mm_unpackhi_epi16(c16, z), phi, shi));
             }
 #endif
         }
         for (; i < n; i++)
-            r[i] = finish(mode, c[i], pred_taps(t, a, i), r[i]);
+            o[i] = finish(mode, c[i], pred_taps(t, a, i), r[i]);
         if (h && mode != MC_STORE)
-            final_keys(h, r, xa, y, n);
+            final_keys(h, o, xa, y, n);
     }
 }
 
@@ -781,12 +786,13 @@ static void mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *
         for (Py_ssize_t x0 = 0, u = 0; x0 < width; x0 += unit, u++)
             if (tr[u] == 0) {
                 Py_ssize_t x1 = x0 + unit < width ? x0 + unit : width;
+                int32_t *o = h && h->row ? h->row : r + x0;
                 for (Py_ssize_t x = x0; x < x1; x++) {
                     int32_t key = (c[x] - f[x]) * MC_SCALE;
-                    r[x] = key < 0 ? -key : key;
+                    o[x - x0] = key < 0 ? -key : key;
                 }
                 if (h)
-                    final_keys(h, r + x0, x0, y, x1 - x0);
+                    final_keys(h, o, x0, y, x1 - x0);
             }
     }
 }
@@ -808,7 +814,7 @@ static inline Units units_of(const McBlock *b, Py_ssize_t unit, Py_ssize_t uh, P
  * directions together), so a pixel's second prediction finds its first still in cache. */
 static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_ssize_t height, Py_ssize_t width,
                     const McBlock *blocks, Py_ssize_t nblocks, Py_ssize_t unit, int32_t *res_out, float *mag_out,
-                    int32_t *dist_out, int64_t *hist, int *aligned, int64_t *cells, Py_ssize_t cell,
+                    int32_t *dist_out, int64_t *hist, int *aligned, int64_t *cells, Py_ssize_t cell, int keep,
                     int64_t *covered_out)
 {
     Py_ssize_t depth = (nref - 1) / 2, uh = (height + unit - 1) / unit, uw = (width + unit - 1) / unit;
@@ -820,7 +826,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
     int *cands[2] = {malloc(sizeof(int) * (size_t)(depth + 1)), malloc(sizeof(int) * (size_t)(depth + 1))};
     Py_ssize_t tstride = width + 64; /* two gathered border rows of taps (block_sad, block_write) */
     uint8_t *tmp = malloc((size_t)(2 * tstride));
-    KeyHist kh = {NULL, 0, 0, NULL, 1, 0}, *h = NULL;
+    KeyHist kh = {NULL, 0, 0, NULL, 1, 0, NULL}, *h = NULL;
     if (hist && res_out) {
         kh.bins = calloc(4 * MC_HIST_BINS, sizeof(int32_t));
         h = &kh;
@@ -832,8 +838,10 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
         memset(cells, 0, sizeof(int64_t) * (size_t)(kh.cols * ((height + cell - 1) / cell)));
         h = &kh;
     }
+    if (h && !keep)
+        kh.row = malloc(sizeof(int32_t) * (size_t)(width + 64));
     if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp ||
-        (hist && res_out && !kh.bins)) {
+        (hist && res_out && !kh.bins) || (h && !keep && !kh.row)) {
         status = -1;
         goto done;
     }
@@ -965,6 +973,7 @@ done:
     free(cands[1]);
     free(tmp);
     free(kh.bins);
+    free(kh.row);
     return status;
 }
 
@@ -1000,10 +1009,11 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
     (void)self;
     PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj, *counts_obj, *cells_obj;
     Py_ssize_t cell = 0;
+    int keep = 1;
     PyObject *result = NULL;
     Py_ssize_t unit;
-    if (!PyArg_ParseTuple(args, "OOOOnOOOOOOn", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
-                          &dist_obj, &hist_obj, &counts_obj, &cells_obj, &cell))
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOOOnp", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
+                          &dist_obj, &hist_obj, &counts_obj, &cells_obj, &cell, &keep))
         return NULL;
     if (!PyTuple_Check(refs_obj) || PyTuple_GET_SIZE(refs_obj) < 3 || PyTuple_GET_SIZE(refs_obj) % 2 == 0 ||
         unit < 1) {
@@ -1091,7 +1101,8 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         Plane8 c = {cur.buf, cur.strides[0]};
         Py_BEGIN_ALLOW_THREADS
         status = mc_frame(&c, planes, nref, h, w, blocks, n, unit, res.obj ? res.buf : NULL, mag.buf, dist.buf,
-                          hist.obj ? hist.buf : NULL, &aligned, cells.obj ? cells.buf : NULL, cell, &covered);
+                          hist.obj ? hist.buf : NULL, &aligned, cells.obj ? cells.buf : NULL, cell, keep || !cells.obj,
+                          &covered);
         Py_END_ALLOW_THREADS
         /* Per direction (past, future), how many vectors chose each distance (0: none used). */
         int64_t *cnt = counts.buf;
@@ -1436,7 +1447,7 @@ done:
 static PyMethodDef methods[] = {
     {"motion_residual", motion_residual, METH_VARARGS,
      "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, histogram_out,\n"
-     "counts_out, cells_out, cell)\n"
+     "counts_out, cells_out, cell, keep_keys)\n"
      "-> (status, covered_pixels, keys_aligned)\n\n"
      "Rebuild a frame's inter prediction from its (N, 8) vectors (native.side_data.MV_COLUMNS) and\n"
      "the uint8 luma of refs (a tuple of 2*depth+1 planes by display offset -depth..depth, None where\n"
@@ -1445,7 +1456,7 @@ static PyMethodDef methods[] = {
      "vector (int32 (N,)) and, unless histogram_out is None, the int64 histogram of residual key >> 6\n"
      "(8192 bins; keys_aligned: every key is a multiple of 64), and the int64 (2, depth + 1) counts of\n"
      "the distances chosen by past and future vectors; unless cells_out is None, the int64 sums of the\n"
-     "residual keys per cell of side cell.\n"
+     "residual keys per cell of side cell (then, unless keep_keys, residual_out is only work space).\n"
      "status 0: done; 1: vectors off OpenCV's 1/32 grid or the unit grid; 2: overlapping blocks\n"
      "(the numpy path serves those frames)."},
     {"block_unit", block_unit, METH_VARARGS,

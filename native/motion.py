@@ -84,6 +84,7 @@ def motion_residual(
     residual: bool = True,
     histogram: bool = True,
     cell_size: int = 0,
+    keep_keys: bool = True,
     scratch: Scratch | None = None,
 ) -> MotionResidual | None:
     """Rebuild the inter prediction of ``current`` from its exported vectors, in integers.
@@ -105,6 +106,8 @@ def motion_residual(
     residual : whether to compute the residual keys.
     histogram : whether to count the keys for :func:`residual_order_statistics` (with ``residual``).
     cell_size : above 0 (with ``residual``), also sum the keys per cell of that side.
+    keep_keys : with ``cell_size``, False when only the sums are wanted: the keys are then not
+        written to the frame buffer (``residual_keys`` is None).
     scratch : work arrays to reuse; the returned ``residual_keys`` live there until the next
         call with the same scratch.
 
@@ -129,10 +132,12 @@ def motion_residual(
     if residual and cell_size > 0:
         cells = np.empty((-(-h // cell_size), -(-w // cell_size)), np.int64)
     status, covered, aligned = _kernels.motion_residual(
-        current, refs, mvs, hypot, unit, keys, mag, dist, hist, counts, cells, max(cell_size, 0)
+        current, refs, mvs, hypot, unit, keys, mag, dist, hist, counts, cells, max(cell_size, 0), keep_keys
     )
     if status:
         return None
+    if cells is not None and not keep_keys:
+        keys = None
     return MotionResidual(keys, mag, unit, dist, int(covered), hist, counts, cells, bool(aligned))
 
 

@@ -507,6 +507,7 @@ def _compiled_cells(
         residual=kind != "mv",
         histogram=kind == "mvres",  # only mvres ranks the residual (its percentile)
         cell_size=config.cell_size if kind == "residual" else 0,  # summed as the kernel writes them
+        keep_keys=kind != "residual",
         scratch=scratch,
     )
     if motion is None:
