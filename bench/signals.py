@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,6 +64,11 @@ def _frames(total: int, spec: str) -> np.ndarray:
     return np.linspace(0, total - 1, int(spec)).astype(np.int32)
 
 
+def _load() -> str:
+    """The 1/5/15-minute load averages: CPU times include waiting for caches other processes share."""
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
+
+
 def _digest(grids: tuple[np.ndarray, ...]) -> str:
     return hashlib.sha256(b"".join(g.tobytes() for g in grids)).hexdigest()
 
@@ -82,7 +88,8 @@ def main() -> int:
     n = int(ids.size)
     print(
         f"{args.video.name}: {info.codec_name} {info.width}x{info.height}, {info.total_frames} frames, "
-        f"{n} requested; compiled kernel: {'yes' if motion_kernel.available() else 'no (numpy path)'}"
+        f"{n} requested; compiled kernel: {'yes' if motion_kernel.available() else 'no (numpy path)'}; "
+        f"load average {_load()}"
     )
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in ("bitcost", *KINDS)}
     digests: dict[str, str] = {}
@@ -139,6 +146,7 @@ def main() -> int:
             same = "yes" if before_digests[name] == digests[name] else "NO"
             line += f" {old:10.2f} {old / cpu:7.1f}x {same:>10s}"
         print(line)
+    print(f"load average after: {_load()}")
     return 0
 
 

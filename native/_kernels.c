@@ -16,6 +16,16 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+/* The motion kernels' widest loops are compiled for AVX2 as well and chosen at import, when the
+ * CPU has it (the build itself targets baseline x86-64). */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define MC_AVX2 1
+#define AVX2_FN __attribute__((target("avx2")))
+static int mc_avx2 = 0;
+#else
+#define MC_AVX2 0
+#endif
 
 /* Compiled kernel of the luma-bias analyzer: one pass over a yuv420p test frame and its
  * reference that converts both to RGB exactly as OpenCV's COLOR_YUV2RGB_I420 does and keeps
@@ -397,47 +407,237 @@ static inline int32_t sad_quarter(const uint8_t *c, const uint8_t *a0, const uin
     return s;
 }
 
-/* Whether every tap of the block's pixels lies inside the frame (no clamping). The taps of a
- * row's last pixel read one byte past it, which this keeps inside the row. */
-static inline int shift_inside(const Shift *t, Py_ssize_t xa, Py_ssize_t xb, Py_ssize_t ya, Py_ssize_t yb,
-                               Py_ssize_t height, Py_ssize_t width)
+/* Whether the taps of a block's columns [xa, xb) lie inside the frame: a whole-pixel shift reads
+ * one column per pixel, a fractional one also the next column. */
+static inline int taps_inside_x(const Shift *t, Py_ssize_t xa, Py_ssize_t xb, Py_ssize_t width)
 {
-    return xb > xa && xa + t->ox >= 0 && xb + t->ox <= width - 1 && ya + t->oy >= 0 && yb + t->oy <= height - 1;
+    return xa + t->ox >= 0 && xb + t->ox + (t->whole ? 0 : 1) <= width;
 }
 
-/* Prediction times 1024 of pixel (x, y) with each tap clamped into the frame (BORDER_REPLICATE). */
-static inline int32_t pred_clamped(const Plane8 *ref, const Shift *t, Py_ssize_t x, Py_ssize_t y, Py_ssize_t height,
-                                   Py_ssize_t width)
+/* The same for rows [ya, yb) (a fractional shift also reads the next row). */
+static inline int taps_inside_y(const Shift *t, Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height)
+{
+    return ya + t->oy >= 0 && yb + t->oy + (t->whole ? 0 : 1) <= height;
+}
+
+/* The reference rows the taps of block row y read, n + 1 columns from column xa + ox. Rows are
+ * clamped into the frame; columns come straight from the frame when they lie inside (direct),
+ * else they are gathered with clamped coordinates into tmp (two rows of tstride bytes). Either
+ * way every tap is the pixel BORDER_REPLICATE reads, so one arithmetic serves the border too. */
+typedef struct {
+    const uint8_t *a0, *a1;
+} TapRows;
+
+static inline TapRows tap_rows(const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t n, Py_ssize_t y,
+                               Py_ssize_t height, Py_ssize_t width, int direct, uint8_t *tmp, Py_ssize_t tstride)
 {
     const uint8_t *r0 = ref->buf + clampz(y + t->oy, 0, height - 1) * ref->stride;
     const uint8_t *r1 = ref->buf + clampz(y + t->oy + 1, 0, height - 1) * ref->stride;
-    Py_ssize_t x0 = clampz(x + t->ox, 0, width - 1), x1 = clampz(x + t->ox + 1, 0, width - 1);
-    return r0[x0] * t->w[0] + r0[x1] * t->w[1] + r1[x0] * t->w[2] + r1[x1] * t->w[3];
+    TapRows rows;
+    if (direct) {
+        rows.a0 = r0 + xa + t->ox;
+        rows.a1 = r1 + xa + t->ox;
+        return rows;
+    }
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        Py_ssize_t x = clampz(xa + t->ox + i, 0, width - 1);
+        tmp[i] = r0[x];
+        tmp[tstride + i] = r1[x];
+    }
+    rows.a0 = tmp;
+    rows.a1 = tmp + tstride;
+    return rows;
 }
+
+/* Prediction times 1024 of pixel i of a row from its taps (a0[i + 1], a1 unread when whole). */
+static inline int32_t pred_taps(const Shift *t, TapRows a, Py_ssize_t i)
+{
+    if (t->whole)
+        return a.a0[i] * 1024;
+    return a.a0[i] * t->w[0] + a.a0[i + 1] * t->w[1] + a.a1[i] * t->w[2] + a.a1[i + 1] * t->w[3];
+}
+
+/* SAD of one row of n pixels against its taps, times 1024. */
+static inline int64_t row_sad(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t)
+{
+    if (t->whole)
+        return (int64_t)sad_whole(c, a.a0, n) * 1024;
+    if (t->quarter)
+        return (int64_t)sad_quarter(c, a.a0, a.a1, n, t->q) * 64;
+    int64_t s = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t d = c[i] * 1024 - pred_taps(t, a, i);
+        s += d < 0 ? -d : d;
+    }
+    return s;
+}
+
+#if MC_AVX2
+AVX2_FN static inline int64_t hsum_epi64(__m256i v)
+{
+    __m128i s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    return _mm_cvtsi128_si64(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s)));
+}
+
+AVX2_FN static inline __m256i load2x16(const uint8_t *p, Py_ssize_t stride)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p)),
+                                   _mm_loadu_si128((const __m128i *)(p + stride)), 1);
+}
+
+/* The SAD (times 1024) of a 16-pixel-wide block whose taps all lie inside the frame, two rows per
+ * step, stopping once it reaches bound (checked every four rows: the caller only asks whether it
+ * stays below). */
+AVX2_FN static int64_t sad16_whole(const uint8_t *c, Py_ssize_t cs, const uint8_t *a, Py_ssize_t as, Py_ssize_t rows,
+                                   int64_t bound)
+{
+    __m256i acc = _mm256_setzero_si256();
+    Py_ssize_t y = 0;
+    for (; y + 2 <= rows; y += 2, c += 2 * cs, a += 2 * as) {
+        acc = _mm256_add_epi64(acc, _mm256_sad_epu8(load2x16(c, cs), load2x16(a, as)));
+        if ((y & 2) && hsum_epi64(acc) * 1024 >= bound)
+            return hsum_epi64(acc) * 1024;
+    }
+    int64_t s = hsum_epi64(acc);
+    if (y < rows)
+        s += sad_whole(c, a, 16);
+    return s * 1024;
+}
+
+/* Sixteen quarter-pel predictions (out of 16) as 16-bit lanes. */
+AVX2_FN static inline __m256i taps16_quarter(const uint8_t *a0, const uint8_t *a1, const __m256i q[4])
+{
+#define U16(p) _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(p)))
+    __m256i p = _mm256_mullo_epi16(U16(a0), q[0]);
+    p = _mm256_add_epi16(p, _mm256_mullo_epi16(U16(a0 + 1), q[1]));
+    p = _mm256_add_epi16(p, _mm256_mullo_epi16(U16(a1), q[2]));
+    return _mm256_add_epi16(p, _mm256_mullo_epi16(U16(a1 + 1), q[3]));
+#undef U16
+}
+
+AVX2_FN static int64_t sad16_quarter(const uint8_t *c, Py_ssize_t cs, const uint8_t *a0, Py_ssize_t as, Py_ssize_t rows,
+                                     const int16_t q[4], int64_t bound)
+{
+    const __m256i qv[4] = {_mm256_set1_epi16(q[0]), _mm256_set1_epi16(q[1]), _mm256_set1_epi16(q[2]),
+                           _mm256_set1_epi16(q[3])};
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc = _mm256_setzero_si256();
+    for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as) {
+        __m256i cur16 = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)c)), 4);
+        __m256i d = _mm256_abs_epi16(_mm256_sub_epi16(cur16, taps16_quarter(a0, a0 + as, qv)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, ones));
+        if ((y & 3) == 3 && y + 1 < rows) {
+            __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+            s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
+            s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
+            if ((int64_t)_mm_cvtsi128_si32(s) * 64 >= bound)
+                return (int64_t)_mm_cvtsi128_si32(s) * 64;
+        }
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_srli_si128(s, 8));
+    s = _mm_add_epi32(s, _mm_srli_si128(s, 4));
+    return (int64_t)_mm_cvtsi128_si32(s) * 64;
+}
+#endif
 
 /* SAD of the block [xa, xb) x [ya, yb) against ref displaced by t, times 1024; rows stop once it
  * reaches bound (the caller only wants to know whether it stays below). */
 static int64_t block_sad(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
-                         Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int64_t bound)
+                         Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int64_t bound, uint8_t *tmp,
+                         Py_ssize_t tstride)
 {
-    int64_t sad = 0;
     Py_ssize_t n = xb - xa;
-    int inside = shift_inside(t, xa, xb, ya, yb, height, width);
-    for (Py_ssize_t y = ya; y < yb && sad < bound; y++) {
-        const uint8_t *c = cur->buf + y * cur->stride + xa;
-        if (inside && t->whole) {
-            sad += (int64_t)sad_whole(c, ref->buf + (y + t->oy) * ref->stride + xa + t->ox, n) * 1024;
-        } else if (inside && t->quarter) {
-            const uint8_t *a0 = ref->buf + (y + t->oy) * ref->stride + xa + t->ox;
-            sad += (int64_t)sad_quarter(c, a0, a0 + ref->stride, n, t->q) * 64;
-        } else {
-            for (Py_ssize_t i = 0; i < n; i++) {
-                int32_t d = c[i] * 1024 - pred_clamped(ref, t, xa + i, y, height, width);
-                sad += d < 0 ? -d : d;
-            }
+    int direct = taps_inside_x(t, xa, xb, width);
+#if MC_AVX2
+    if (mc_avx2 && n == 16 && direct && (t->whole || t->quarter) && taps_inside_y(t, ya, yb, height)) {
+        const uint8_t *c = cur->buf + ya * cur->stride + xa;
+        const uint8_t *a = ref->buf + (ya + t->oy) * ref->stride + xa + t->ox;
+        if (t->whole)
+            return sad16_whole(c, cur->stride, a, ref->stride, yb - ya, bound);
+        return sad16_quarter(c, cur->stride, a, ref->stride, yb - ya, t->q, bound);
+    }
+#endif
+    int64_t sad = 0;
+    if (direct && taps_inside_y(t, ya, yb, height)) { /* no clamping: rows one stride apart */
+        const uint8_t *c = cur->buf + ya * cur->stride + xa;
+        TapRows a = {ref->buf + (ya + t->oy) * ref->stride + xa + t->ox, NULL};
+        for (Py_ssize_t y = ya; y < yb && sad < bound; y++, c += cur->stride, a.a0 += ref->stride) {
+            a.a1 = t->whole ? a.a0 : a.a0 + ref->stride; /* a whole shift reads one row */
+            sad += row_sad(c, a, n, t);
+        }
+        return sad;
+    }
+    for (Py_ssize_t y = ya; y < yb && sad < bound; y++)
+        sad += row_sad(cur->buf + y * cur->stride + xa, tap_rows(ref, t, xa, n, y, height, width, direct, tmp, tstride),
+                       n, t);
+    return sad;
+}
+
+#define MC_HIST_SHIFT 6
+#define MC_HIST_BINS 8192 /* (255 * MC_SCALE) >> MC_HIST_SHIFT = 8160 < 8192 */
+
+/* The histogram of final residual keys >> 6 (for the mvres percentile), taken as each pixel's key
+ * is written, while it is in cache: four copies of the bins (neighbours often share a bin), the
+ * zero keys counted apart, and the OR of every key (are all multiples of 64?). */
+typedef struct {
+    int32_t *bins;
+    int64_t zeros;
+    int32_t bits;
+    /* When given, the integer sums of the final keys per cell of side cell ((H/cell) x cols). */
+    int64_t *cells;
+    Py_ssize_t cell, cols;
+    /* When given (the keys themselves are not wanted), final keys go to this row buffer, not
+     * the frame's: only the first of two directions' predictions is stored there. */
+    int32_t *row;
+} KeyHist;
+
+/* Add a row segment's final keys (pixels [x, x + n) of row y) to the histogram and cell sums. */
+static inline void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n);
+
+static inline void final_keys(KeyHist *h, const int32_t *r, Py_ssize_t x, Py_ssize_t y, Py_ssize_t n)
+{
+    if (h->bins)
+        hist_keys(h, r, n);
+    if (h->cells) {
+        int64_t *row = h->cells + (y / h->cell) * h->cols;
+        for (Py_ssize_t i = 0; i < n;) {
+            Py_ssize_t c = (x + i) / h->cell, end = (c + 1) * h->cell - x;
+            end = end < n ? end : n;
+            int32_t t = 0; /* at most cell * 255 * 2048 < 2^31 for cells up to 4096 wide */
+            for (; i < end; i++)
+                t += r[i];
+            row[c] += t;
         }
     }
-    return sad;
+}
+
+static inline void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n)
+{
+    int32_t *bins = h->bins, bits = 0;
+    Py_ssize_t x = 0;
+#if defined(__SSE2__)
+    /* Runs of exact predictions (static areas: often most of a frame) count eight at a time. */
+    for (; x + 8 <= n; x += 8) {
+        __m128i any = _mm_or_si128(_mm_loadu_si128((const __m128i *)(r + x)), _mm_loadu_si128((const __m128i *)(r + x + 4)));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) == 0xFFFF) {
+            h->zeros += 8;
+            continue;
+        }
+        for (Py_ssize_t j = x; j < x + 8; j += 4) {
+            bins[r[j] >> MC_HIST_SHIFT] += 1;
+            bins[MC_HIST_BINS + (r[j + 1] >> MC_HIST_SHIFT)] += 1;
+            bins[2 * MC_HIST_BINS + (r[j + 2] >> MC_HIST_SHIFT)] += 1;
+            bins[3 * MC_HIST_BINS + (r[j + 3] >> MC_HIST_SHIFT)] += 1;
+            bits |= (r[j] | r[j + 1]) | (r[j + 2] | r[j + 3]);
+        }
+    }
+#endif
+    for (; x < n; x++) {
+        bins[r[x] >> MC_HIST_SHIFT] += 1;
+        bits |= r[x];
+    }
+    h->bits |= bits;
 }
 
 /* How a block's predictions land in the residual buffer (times 1024, p):
@@ -465,18 +665,85 @@ static inline __m128i finish4(int mode, __m128i c, __m128i p, __m128i stored)
 }
 #endif
 
+#if MC_AVX2
+/* The same for eight predictions. */
+AVX2_FN static inline __m256i finish8(int mode, __m256i c, __m256i p, const int32_t *stored)
+{
+    if (mode == MC_STORE)
+        return p;
+    __m256i c2048 = _mm256_slli_epi32(c, 11);
+    __m256i key = mode == MC_ONE ? _mm256_sub_epi32(c2048, _mm256_slli_epi32(p, 1))
+                                 : _mm256_sub_epi32(c2048, _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)stored), p));
+    return _mm256_abs_epi32(key);
+}
+
+/* One row's whole- or quarter-pel predictions, 16 pixels a step; returns the pixels done. */
+AVX2_FN static inline Py_ssize_t row_write16(const uint8_t *c, TapRows a, Py_ssize_t n, const Shift *t, int mode,
+                                             const int32_t *r, int32_t *o)
+{
+    const __m256i qv[4] = {_mm256_set1_epi16(t->q[0]), _mm256_set1_epi16(t->q[1]), _mm256_set1_epi16(t->q[2]),
+                           _mm256_set1_epi16(t->q[3])};
+    Py_ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i lo, hi;
+        if (t->whole) {
+            lo = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(a.a0 + i))), 10);
+            hi = _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(a.a0 + i + 8))), 10);
+        } else {
+            __m256i p16 = taps16_quarter(a.a0 + i, a.a1 + i, qv);
+            lo = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(p16)), 6);
+            hi = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(p16, 1)), 6);
+        }
+        __m256i clo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i)));
+        __m256i chi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(c + i + 8)));
+        __m256i klo = finish8(mode, clo, lo, r + i), khi = finish8(mode, chi, hi, r + i + 8);
+        _mm256_storeu_si256((__m256i *)(o + i), klo);
+        _mm256_storeu_si256((__m256i *)(o + i + 8), khi);
+    }
+    return i;
+}
+#endif
+
+#if MC_AVX2
+/* A 16-pixel-wide block whose taps all lie inside the frame, every row in one call. */
+AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t *a0, Py_ssize_t as, Py_ssize_t rows,
+                                  const Shift *t, int mode, int32_t *r, Py_ssize_t rs, KeyHist *h, Py_ssize_t x,
+                                  Py_ssize_t y0)
+{
+    for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
+        TapRows a = {a0, a0 + as};
+        int32_t *o = h && h->row && mode != MC_STORE ? h->row : r;
+        row_write16(c, a, 16, t, mode, r, o);
+        if (h && mode != MC_STORE)
+            final_keys(h, o, x, y0 + y, 16);
+    }
+}
+#endif
+
 /* Write one block's predictions into res (rows of width) in the given mode. */
 static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py_ssize_t xa, Py_ssize_t xb,
-                        Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int mode, int32_t *res)
+                        Py_ssize_t ya, Py_ssize_t yb, Py_ssize_t height, Py_ssize_t width, int mode, int32_t *res,
+                        uint8_t *tmp, Py_ssize_t tstride, KeyHist *h)
 {
     Py_ssize_t n = xb - xa;
-    int inside = shift_inside(t, xa, xb, ya, yb, height, width);
+    int direct = taps_inside_x(t, xa, xb, width);
+#if MC_AVX2
+    if (mc_avx2 && n == 16 && direct && (t->whole || t->quarter) && taps_inside_y(t, ya, yb, height)) {
+        block_write16(cur->buf + ya * cur->stride + xa, cur->stride, ref->buf + (ya + t->oy) * ref->stride + xa + t->ox,
+                      ref->stride, yb - ya, t, mode, res + ya * width + xa, width, h, xa, ya);
+        return;
+    }
+#endif
     for (Py_ssize_t y = ya; y < yb; y++) {
         const uint8_t *c = cur->buf + y * cur->stride + xa;
-        int32_t *r = res + y * width + xa;
+        int32_t *r = res + y * width + xa, *o = h && h->row && mode != MC_STORE ? h->row : r;
+        TapRows a = tap_rows(ref, t, xa, n, y, height, width, direct, tmp, tstride);
         Py_ssize_t i = 0;
-        if (inside && (t->whole || t->quarter)) {
-            const uint8_t *a0 = ref->buf + (y + t->oy) * ref->stride + xa + t->ox, *a1 = a0 + ref->stride;
+        if (t->whole || t->quarter) {
+#if MC_AVX2
+            if (mc_avx2)
+                i = row_write16(c, a, n, t, mode, r, o);
+#endif
 #if defined(__SSE2__)
             const __m128i z = _mm_setzero_si128();
             const __m128i qv[4] = {_mm_set1_epi16(t->q[0]), _mm_set1_epi16(t->q[1]), _mm_set1_epi16(t->q[2]),
@@ -484,41 +751,34 @@ static void block_write(const Plane8 *cur, const Plane8 *ref, const Shift *t, Py
             for (; i + 8 <= n; i += 8) {
                 __m128i p16, plo, phi;
                 if (t->whole) {
-                    p16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(a0 + i)), z);
+                    p16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(a.a0 + i)), z);
                     plo = _mm_slli_epi32(_mm_unpacklo_epi16(p16, z), 10);
                     phi = _mm_slli_epi32(_mm_unpackhi_epi16(p16, z), 10);
                 } else {
-                    p16 = taps8_quarter(a0 + i, a1 + i, qv);
+                    p16 = taps8_quarter(a.a0 + i, a.a1 + i, qv);
                     plo = _mm_slli_epi32(_mm_unpacklo_epi16(p16, z), 6);
                     phi = _mm_slli_epi32(_mm_unpackhi_epi16(p16, z), 6);
                 }
                 __m128i c16 = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(c + i)), z);
                 __m128i slo = mode == MC_SUM ? _mm_loadu_si128((const __m128i *)(r + i)) : z;
                 __m128i shi = mode == MC_SUM ? _mm_loadu_si128((const __m128i *)(r + i + 4)) : z;
-                _mm_storeu_si128((__m128i *)(r + i), finish4(mode, _mm_unpacklo_epi16(c16, z), plo, slo));
-                _mm_storeu_si128((__m128i *)(r + i + 4), finish4(mode, _mm_unpackhi_epi16(c16, z), phi, shi));
+                _mm_storeu_si128((__m128i *)(o + i), finish4(mode, _mm_unpacklo_epi16(c16, z), plo, slo));
+                _mm_storeu_si128((__m128i *)(o + i + 4), finish4(mode, _mm_unpackhi_epi16(c16, z), phi, shi));
             }
 #endif
-            for (; i < n; i++) {
-                int32_t p = t->whole ? a0[i] * 1024
-                                     : (a0[i] * t->q[0] + a0[i + 1] * t->q[1] + a1[i] * t->q[2] + a1[i + 1] * t->q[3]) * 64;
-                r[i] = finish(mode, c[i], p, r[i]);
-            }
-        } else {
-            for (; i < n; i++)
-                r[i] = finish(mode, c[i], pred_clamped(ref, t, xa + i, y, height, width), r[i]);
         }
+        for (; i < n; i++)
+            o[i] = finish(mode, c[i], pred_taps(t, a, i), r[i]);
+        if (h && mode != MC_STORE)
+            final_keys(h, o, xa, y, n);
     }
 }
 
-/* The final pass over every pixel: uncovered ones are predicted by the co-located fallback pixel;
- * then the histogram of key >> 11 (the residual's integer part) into coarse[256]. */
-static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *total, Py_ssize_t uw, Py_ssize_t unit,
-                     Py_ssize_t height, Py_ssize_t width, int32_t *res, int64_t *coarse)
+/* The final pass: pixels no vector covers are predicted by the co-located fallback pixel (and
+ * counted in h, when given). */
+static void mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *total, Py_ssize_t uw, Py_ssize_t unit,
+                      Py_ssize_t height, Py_ssize_t width, int32_t *res, KeyHist *h)
 {
-    int32_t *hist = calloc(4 * 256, sizeof(int32_t)); /* four copies: consecutive keys often share a bin */
-    if (!hist)
-        return -1;
     for (Py_ssize_t y = 0; y < height; y++) {
         const uint8_t *c = cur->buf + y * cur->stride, *f = fallback->buf + y * fallback->stride;
         const uint8_t *tr = total + (y / unit) * uw;
@@ -526,25 +786,15 @@ static int mc_finish(const Plane8 *cur, const Plane8 *fallback, const uint8_t *t
         for (Py_ssize_t x0 = 0, u = 0; x0 < width; x0 += unit, u++)
             if (tr[u] == 0) {
                 Py_ssize_t x1 = x0 + unit < width ? x0 + unit : width;
+                int32_t *o = h && h->row ? h->row : r + x0;
                 for (Py_ssize_t x = x0; x < x1; x++) {
                     int32_t key = (c[x] - f[x]) * MC_SCALE;
-                    r[x] = key < 0 ? -key : key;
+                    o[x - x0] = key < 0 ? -key : key;
                 }
+                if (h)
+                    final_keys(h, o, x0, y, x1 - x0);
             }
-        Py_ssize_t x = 0;
-        for (; x + 4 <= width; x += 4) {
-            hist[r[x] >> 11] += 1;
-            hist[256 + (r[x + 1] >> 11)] += 1;
-            hist[512 + (r[x + 2] >> 11)] += 1;
-            hist[768 + (r[x + 3] >> 11)] += 1;
-        }
-        for (; x < width; x++)
-            hist[r[x] >> 11] += 1;
     }
-    for (int b = 0; b < 256; b++)
-        coarse[b] = (int64_t)hist[b] + hist[256 + b] + hist[512 + b] + hist[768 + b];
-    free(hist);
-    return 0;
 }
 
 /* The units [x0, x1) x [y0, y1) of a block on the unit grid, clipped to it. */
@@ -564,7 +814,8 @@ static inline Units units_of(const McBlock *b, Py_ssize_t unit, Py_ssize_t uh, P
  * directions together), so a pixel's second prediction finds its first still in cache. */
 static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_ssize_t height, Py_ssize_t width,
                     const McBlock *blocks, Py_ssize_t nblocks, Py_ssize_t unit, int32_t *res_out, float *mag_out,
-                    int32_t *dist_out, int64_t *coarse, int64_t *covered_out)
+                    int32_t *dist_out, int64_t *hist, int *aligned, int64_t *cells, Py_ssize_t cell, int keep,
+                    int64_t *covered_out)
 {
     Py_ssize_t depth = (nref - 1) / 2, uh = (height + unit - 1) / unit, uw = (width + unit - 1) / unit;
     Py_ssize_t units = uh * uw;
@@ -573,7 +824,24 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
     uint8_t *total = calloc((size_t)units, 1), *written = calloc((size_t)units, 1);
     float *mag[2] = {calloc((size_t)units, sizeof(float)), calloc((size_t)units, sizeof(float))};
     int *cands[2] = {malloc(sizeof(int) * (size_t)(depth + 1)), malloc(sizeof(int) * (size_t)(depth + 1))};
-    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1]) {
+    Py_ssize_t tstride = width + 64; /* two gathered border rows of taps (block_sad, block_write) */
+    uint8_t *tmp = malloc((size_t)(2 * tstride));
+    KeyHist kh = {NULL, 0, 0, NULL, 1, 0, NULL}, *h = NULL;
+    if (hist && res_out) {
+        kh.bins = calloc(4 * MC_HIST_BINS, sizeof(int32_t));
+        h = &kh;
+    }
+    if (cells && res_out) {
+        kh.cells = cells;
+        kh.cell = cell;
+        kh.cols = (width + cell - 1) / cell;
+        memset(cells, 0, sizeof(int64_t) * (size_t)(kh.cols * ((height + cell - 1) / cell)));
+        h = &kh;
+    }
+    if (h && !keep)
+        kh.row = malloc(sizeof(int32_t) * (size_t)(width + 64));
+    if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp ||
+        (hist && res_out && !kh.bins) || (h && !keep && !kh.row)) {
         status = -1;
         goto done;
     }
@@ -624,10 +892,10 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
         Shift t = shift_of(b->dx32, b->dy32);
         int best = 0;
         int64_t best_sad = INT64_MAX;
-        for (int j = 0; j < ncand[k]; j++) {
-            /* Ties keep the nearest reference (numpy's argmin). */
-            int64_t sad =
-                block_sad(cur, &refs[depth + b->dir * cands[k][j]], &t, xa, xb, ya, yb, height, width, best_sad);
+        /* Ties keep the nearest reference (numpy's argmin); a lone candidate needs no SAD. */
+        for (int j = 0; j < ncand[k] && ncand[k] > 1; j++) {
+            int64_t sad = block_sad(cur, &refs[depth + b->dir * cands[k][j]], &t, xa, xb, ya, yb, height, width,
+                                    best_sad, tmp, tstride);
             if (sad < best_sad) {
                 best_sad = sad;
                 best = j;
@@ -650,7 +918,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
         if (res_out && xb > xa && yb > ya) {
             const Plane8 *ref = &refs[depth + b->dir * d];
             if (uniform) {
-                block_write(cur, ref, &t, xa, xb, ya, yb, height, width, mode0, res_out);
+                block_write(cur, ref, &t, xa, xb, ya, yb, height, width, mode0, res_out, tmp, tstride, h);
             } else {
                 for (Py_ssize_t uy = r.y0; uy < r.y1; uy++)
                     for (Py_ssize_t ux = r.x0; ux < r.x1; ux++) {
@@ -658,7 +926,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
                         int mode = total[u] == 1 ? MC_ONE : (written[u] ? MC_SUM : MC_STORE);
                         Py_ssize_t x0 = ux * unit, x1 = x0 + unit < width ? x0 + unit : width;
                         Py_ssize_t y0 = uy * unit, y1 = y0 + unit < height ? y0 + unit : height;
-                        block_write(cur, ref, &t, x0, x1, y0, y1, height, width, mode, res_out);
+                        block_write(cur, ref, &t, x0, x1, y0, y1, height, width, mode, res_out, tmp, tstride, h);
                     }
             }
         }
@@ -686,8 +954,14 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
          * frame, else the nearest future frame, else themselves. */
         const Plane8 *fallback =
             refs[depth - 1].buf ? &refs[depth - 1] : (refs[depth + 1].buf ? &refs[depth + 1] : cur);
-        if (mc_finish(cur, fallback, total, uw, unit, height, width, res_out, coarse) < 0)
-            status = -1;
+        mc_finish(cur, fallback, total, uw, unit, height, width, res_out, h);
+        if (kh.bins) {
+            const int32_t *bins = kh.bins;
+            for (int b = 0; b < MC_HIST_BINS; b++)
+                hist[b] = (int64_t)bins[b] + bins[MC_HIST_BINS + b] + bins[2 * MC_HIST_BINS + b] + bins[3 * MC_HIST_BINS + b];
+            hist[0] += kh.zeros;
+            *aligned = (kh.bits & ((1 << MC_HIST_SHIFT) - 1)) == 0;
+        }
     }
 done:
     free(owner);
@@ -697,6 +971,9 @@ done:
     free(mag[1]);
     free(cands[0]);
     free(cands[1]);
+    free(tmp);
+    free(kh.bins);
+    free(kh.row);
     return status;
 }
 
@@ -730,11 +1007,13 @@ static int get_out(PyObject *obj, Py_buffer *view, Py_ssize_t bytes, const char 
 static PyObject *motion_residual(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *coarse_obj;
+    PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj, *counts_obj, *cells_obj;
+    Py_ssize_t cell = 0;
+    int keep = 1;
     PyObject *result = NULL;
     Py_ssize_t unit;
-    if (!PyArg_ParseTuple(args, "OOOOnOOOO", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
-                          &dist_obj, &coarse_obj))
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOOOnp", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
+                          &dist_obj, &hist_obj, &counts_obj, &cells_obj, &cell, &keep))
         return NULL;
     if (!PyTuple_Check(refs_obj) || PyTuple_GET_SIZE(refs_obj) < 3 || PyTuple_GET_SIZE(refs_obj) % 2 == 0 ||
         unit < 1) {
@@ -743,7 +1022,7 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t nref = PyTuple_GET_SIZE(refs_obj);
-    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, coarse = {0};
+    Py_buffer cur = {0}, mvs = {0}, hyp = {0}, res = {0}, mag = {0}, dist = {0}, hist = {0}, counts = {0}, cells = {0};
     Py_buffer *refv = calloc((size_t)nref, sizeof(Py_buffer));
     Plane8 *planes = calloc((size_t)nref, sizeof(Plane8));
     McBlock *blocks = NULL;
@@ -775,10 +1054,19 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
     Py_ssize_t uh = (h + unit - 1) / unit, uw = (w + unit - 1) / unit;
     if (res_obj != Py_None && get_out(res_obj, &res, h * w * 4, "residual") < 0)
         goto done;
-    if (get_out(mag_obj, &mag, uh * uw * 4, "magnitude") < 0 || get_out(dist_obj, &dist, n * 4, "distance") < 0)
+    if (get_out(mag_obj, &mag, uh * uw * 4, "magnitude") < 0 || get_out(dist_obj, &dist, n * 4, "distance") < 0 ||
+        get_out(counts_obj, &counts, 2 * ((nref - 1) / 2 + 1) * 8, "distance counts") < 0)
         goto done;
-    if (res.obj && get_out(coarse_obj, &coarse, 256 * 8, "coarse histogram") < 0)
+    if (res.obj && hist_obj != Py_None && get_out(hist_obj, &hist, MC_HIST_BINS * 8, "key histogram") < 0)
         goto done;
+    if (res.obj && cells_obj != Py_None) {
+        if (cell < 1 || cell > 4096) {
+            PyErr_SetString(PyExc_ValueError, "Invalid cell size. Supported values are 1 to 4096.");
+            goto done;
+        }
+        if (get_out(cells_obj, &cells, ((h + cell - 1) / cell) * ((w + cell - 1) / cell) * 8, "cell sums") < 0)
+            goto done;
+    }
     blocks = malloc(sizeof(McBlock) * (size_t)(n ? n : 1));
     if (!blocks) {
         PyErr_NoMemory();
@@ -807,19 +1095,29 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         b->dy32 = (int32_t)(my / scale);
     }
     int64_t covered = 0;
+    int aligned = 0;
     if (!status) {
         memset(dist.buf, 0, (size_t)dist.len);
         Plane8 c = {cur.buf, cur.strides[0]};
         Py_BEGIN_ALLOW_THREADS
         status = mc_frame(&c, planes, nref, h, w, blocks, n, unit, res.obj ? res.buf : NULL, mag.buf, dist.buf,
-                          coarse.obj ? coarse.buf : NULL, &covered);
+                          hist.obj ? hist.buf : NULL, &aligned, cells.obj ? cells.buf : NULL, cell, keep || !cells.obj,
+                          &covered);
         Py_END_ALLOW_THREADS
+        /* Per direction (past, future), how many vectors chose each distance (0: none used). */
+        int64_t *cnt = counts.buf;
+        const int32_t *dv = dist.buf;
+        Py_ssize_t span = (nref - 1) / 2 + 1;
+        memset(cnt, 0, (size_t)counts.len);
+        for (Py_ssize_t i = 0; i < n && status == 0; i++)
+            if (blocks[i].dir != 0 && dv[i] > 0)
+                cnt[(blocks[i].dir > 0) * span + dv[i]] += 1;
         if (status < 0) {
             PyErr_NoMemory();
             goto done;
         }
     }
-    result = Py_BuildValue("iL", status, (long long)covered);
+    result = Py_BuildValue("iLi", status, (long long)covered, aligned);
 done:
     free(blocks);
     if (refv) {
@@ -829,11 +1127,50 @@ done:
         free(refv);
     }
     free(planes);
-    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &coarse};
+    Py_buffer *views[] = {&cur, &mvs, &hyp, &res, &mag, &dist, &hist, &counts, &cells};
     for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
         if (views[i]->obj)
             PyBuffer_Release(views[i]);
     return result;
+}
+
+/* The side of the coarsest grid every block of (N, 8) vectors aligns with: the gcd of the block
+ * sizes and of the |corners| (dst - size / 2), 1 when all are 0 (numpy: np.gcd.reduce ... or 1). */
+static PyObject *block_unit(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *mvs_obj;
+    if (!PyArg_ParseTuple(args, "O", &mvs_obj))
+        return NULL;
+    Py_buffer mvs = {0};
+    if (PyObject_GetBuffer(mvs_obj, &mvs, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (mvs.len % 32) {
+        PyBuffer_Release(&mvs);
+        PyErr_SetString(PyExc_ValueError, "Invalid vectors. Supported values are (N, 8) int32.");
+        return NULL;
+    }
+    const int32_t *m = mvs.buf;
+    Py_ssize_t n = mvs.len / 32;
+    int64_t g = 0;
+    for (Py_ssize_t i = 0; i < n && g != 1; i++) {
+        const int32_t *r = m + 8 * i;
+        /* numpy's floor division of the (positive) sizes by 2 */
+        int64_t bw = r[2], bh = r[3], x0 = (int64_t)r[0] - (bw >= 0 ? bw / 2 : -((-bw + 1) / 2));
+        int64_t y0 = (int64_t)r[1] - (bh >= 0 ? bh / 2 : -((-bh + 1) / 2));
+        int64_t v[4] = {bw, bh, x0, y0};
+        for (int j = 0; j < 4; j++) {
+            int64_t a = v[j] < 0 ? -v[j] : v[j], b = g;
+            while (b) {
+                int64_t t = a % b;
+                a = b;
+                b = t;
+            }
+            g = a;
+        }
+    }
+    PyBuffer_Release(&mvs);
+    return PyLong_FromLongLong(g ? g : 1);
 }
 
 /* Counts of (key >> shift) - lo over the residual keys, for the bins [0, len(out)): a coarse
@@ -935,19 +1272,65 @@ typedef struct {
     float mv_scale, res_scale, mv_weight, res_weight;
 } CellSource;
 
+#if MC_AVX2
+/* fuse_mvres of one row, eight pixels a step, into buf as doubles; returns the pixels done. The
+ * same float32 operations as the loops in cell_rows (division, not a reciprocal; min/max). */
+AVX2_FN static Py_ssize_t fuse_row8(const int32_t *k, const float *motion, double *buf, Py_ssize_t width, float inv_scale,
+                                    float rs, float rw)
+{
+    const __m256 inv = _mm256_set1_ps(inv_scale), rsv = _mm256_set1_ps(rs), rwv = _mm256_set1_ps(rw);
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    Py_ssize_t x = 0;
+    for (; x + 8 <= width; x += 8) {
+        __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(k + x))), inv);
+        r = _mm256_min_ps(_mm256_div_ps(r, rsv), one);
+        __m256 f = _mm256_add_ps(_mm256_loadu_ps(motion + x), _mm256_mul_ps(r, rwv));
+        f = _mm256_max_ps(_mm256_min_ps(f, one), zero);
+        _mm256_storeu_pd(buf + x, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+        _mm256_storeu_pd(buf + x + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+    }
+    return x;
+}
+#endif
+
+/* Per-cell sums of one map row by row. rowsum (cols doubles) and isum (cols int64) are work space.
+ *   mv: the rows of one unit row are equal, so their cell sums are taken once and added per row.
+ *   residual: every value is key / 2048 with key < 2^20, so numpy's float64 sums of a cell are
+ *     exact (below 2^53 units of 1/2048 whatever the order) and equal the integer sum / 2048.
+ *   mvres: the fused value per pixel, summed in numpy's order. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, Py_ssize_t cell, double *sums,
-                      double *buf, float *motion)
+                      double *buf, float *motion, double *rowsum, int64_t *isum)
 {
     Py_ssize_t cols = (width + cell - 1) / cell, unit = s->unit;
     const float inv_scale = 1.0f / (float)MC_SCALE; /* a power of two: multiplying is dividing exactly */
     const float rs = s->res_scale, rw = s->res_weight;
     for (Py_ssize_t x = width; x < cols * cell; x++)
         buf[x] = 0.0; /* cell_means pads the map with zeros */
+    if (s->mode == CELL_RESIDUAL) {
+        for (Py_ssize_t y0 = 0; y0 < height; y0 += cell) {
+            memset(isum, 0, sizeof(int64_t) * (size_t)cols);
+            for (Py_ssize_t y = y0; y < y0 + cell && y < height; y++) {
+                const int32_t *k = s->keys + y * width;
+                for (Py_ssize_t c = 0; c < cols; c++) {
+                    Py_ssize_t x1 = (c + 1) * cell < width ? (c + 1) * cell : width;
+                    int64_t t = 0;
+                    for (Py_ssize_t x = c * cell; x < x1; x++)
+                        t += k[x];
+                    isum[c] += t;
+                }
+            }
+            double *out = sums + (y0 / cell) * cols;
+            for (Py_ssize_t c = 0; c < cols; c++)
+                out[c] = (double)isum[c] / (double)MC_SCALE;
+        }
+        return;
+    }
     for (Py_ssize_t y = 0; y < height; y++) {
-        if (s->mode != CELL_RESIDUAL && y % unit == 0) {
+        int new_unit_row = y % unit == 0;
+        if (new_unit_row) {
             /* The motion term of each pixel: its unit cell's (fuse_mvres, in float32). */
             const float *mrow = s->mag + (y / unit) * s->uw;
             for (Py_ssize_t x0 = 0, u = 0; x0 < width; x0 += unit, u++) {
@@ -962,15 +1345,22 @@ static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, 
                     motion[x] = m;
             }
         }
-        const int32_t *k = s->keys ? s->keys + y * width : NULL;
+        double *out = sums + (y / cell) * cols;
+        if (s->mode == CELL_MV && !new_unit_row) {
+            for (Py_ssize_t c = 0; c < cols; c++)
+                out[c] += rowsum[c];
+            continue;
+        }
         if (s->mode == CELL_MV)
             for (Py_ssize_t x = 0; x < width; x++)
                 buf[x] = (double)motion[x];
-        else if (s->mode == CELL_RESIDUAL)
-            for (Py_ssize_t x = 0; x < width; x++)
-                buf[x] = (double)((float)k[x] * inv_scale);
         else {
+            const int32_t *k = s->keys + y * width;
             Py_ssize_t x = 0;
+#if MC_AVX2
+            if (mc_avx2)
+                x = fuse_row8(k, motion, buf, width, inv_scale, rs, rw);
+#endif
 #if defined(__SSE2__)
             /* minps/maxps are exactly the comparisons below (and numpy's minimum/maximum
              * without NaN); the rest is the same float32 operations in the same order. */
@@ -993,13 +1383,10 @@ static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, 
                 buf[x] = (double)(f > 0.0f ? f : 0.0f);
             }
         }
-        double *out = sums + (y / cell) * cols;
-        if (cell == 16)
-            for (Py_ssize_t c = 0; c < cols; c++)
-                out[c] += pairwise16(buf + c * 16);
-        else
-            for (Py_ssize_t c = 0; c < cols; c++)
-                out[c] += np_pairwise(buf + c * cell, cell);
+        for (Py_ssize_t c = 0; c < cols; c++)
+            rowsum[c] = cell == 16 ? pairwise16(buf + c * 16) : np_pairwise(buf + c * cell, cell);
+        for (Py_ssize_t c = 0; c < cols; c++)
+            out[c] += rowsum[c];
     }
 }
 
@@ -1026,11 +1413,13 @@ static PyObject *cell_sums(PyObject *self, PyObject *args)
         goto done;
     if (get_out(out_obj, &out, rows * cols * 8, "cell sum") < 0)
         goto done;
-    double *buf = malloc(sizeof(double) * (size_t)(cols * cell));
+    double *buf = malloc(sizeof(double) * (size_t)(cols * cell + cols));
     float *motion = malloc(sizeof(float) * (size_t)width);
-    if (!buf || !motion) {
+    int64_t *isum = malloc(sizeof(int64_t) * (size_t)cols);
+    if (!buf || !motion || !isum) {
         free(buf);
         free(motion);
+        free(isum);
         PyErr_NoMemory();
         goto done;
     }
@@ -1038,10 +1427,11 @@ static PyObject *cell_sums(PyObject *self, PyObject *args)
                     mv_scale, res_scale, mv_weight, res_weight};
     memset(out.buf, 0, (size_t)out.len);
     Py_BEGIN_ALLOW_THREADS
-    cell_rows(&s, height, width, cell, out.buf, buf, motion);
+    cell_rows(&s, height, width, cell, out.buf, buf, motion, buf + cols * cell, isum);
     Py_END_ALLOW_THREADS
     free(buf);
     free(motion);
+    free(isum);
     Py_INCREF(Py_None);
     result = Py_None;
 done:
@@ -1056,16 +1446,21 @@ done:
 
 static PyMethodDef methods[] = {
     {"motion_residual", motion_residual, METH_VARARGS,
-     "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, coarse_out)\n"
-     "-> (status, covered_pixels)\n\n"
+     "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, histogram_out,\n"
+     "counts_out, cells_out, cell, keep_keys)\n"
+     "-> (status, covered_pixels, keys_aligned)\n\n"
      "Rebuild a frame's inter prediction from its (N, 8) vectors (native.side_data.MV_COLUMNS) and\n"
      "the uint8 luma of refs (a tuple of 2*depth+1 planes by display offset -depth..depth, None where\n"
      "absent). Writes |Y * 2048 - prediction * 2048| (int32 (H, W), or skipped when None), the\n"
      "per-frame motion magnitude on the unit grid (float32), the inferred reference distance per\n"
-     "vector (int32 (N,)) and the int64 histogram of residual key >> 11 (256 bins, unused without the\n"
-     "residual).\n"
+     "vector (int32 (N,)) and, unless histogram_out is None, the int64 histogram of residual key >> 6\n"
+     "(8192 bins; keys_aligned: every key is a multiple of 64), and the int64 (2, depth + 1) counts of\n"
+     "the distances chosen by past and future vectors; unless cells_out is None, the int64 sums of the\n"
+     "residual keys per cell of side cell (then, unless keep_keys, residual_out is only work space).\n"
      "status 0: done; 1: vectors off OpenCV's 1/32 grid or the unit grid; 2: overlapping blocks\n"
      "(the numpy path serves those frames)."},
+    {"block_unit", block_unit, METH_VARARGS,
+     "block_unit(mvs) -> int\n\nThe gcd of the block sizes and |corners| of (N, 8) int32 vectors (1 when all are 0)."},
     {"key_histogram", key_histogram, METH_VARARGS,
      "key_histogram(keys, shift, lo, out)\n\nout[b] = count of keys with (key >> shift) - lo == b (int64 out)."},
     {"cell_sums", cell_sums, METH_VARARGS,
@@ -1087,4 +1482,11 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", "Compiled per-pixel kernels of Codec Lens.", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kernels(void)
+{
+#if MC_AVX2
+    __builtin_cpu_init();
+    mc_avx2 = __builtin_cpu_supports("avx2");
+#endif
+    return PyModule_Create(&module);
+}

@@ -12,6 +12,10 @@ RESIDUAL_SCALE = 2048
 """Residual keys are ``|Y - prediction| * RESIDUAL_SCALE``: every prediction is exact at that scale."""
 MAX_RESIDUAL_KEY = 255 * RESIDUAL_SCALE
 
+HISTOGRAM_SHIFT = 6
+HISTOGRAM_BINS = 8192
+"""The kernel's residual histogram counts ``key >> 6`` (8161 bins used: keys are at most 255 * 2048)."""
+
 CELL_MODES: dict[str, int] = {"mv": 0, "residual": 1, "mvres": 2}
 """The maps :func:`cell_sums` can sum, by signal name."""
 
@@ -29,8 +33,17 @@ class MotionResidual:
     distances: np.ndarray
     """(N,) int32, the reference distance inferred for each vector (0: vector not used)."""
     covered_pixels: int
-    coarse_histogram: np.ndarray | None = None
-    """(256,) int64 counts of ``residual_keys >> 11`` (the residual's integer part)."""
+    histogram: np.ndarray | None = None
+    """(HISTOGRAM_BINS,) int64 counts of ``residual_keys >> HISTOGRAM_SHIFT`` (None unless asked for)."""
+    distance_counts: np.ndarray | None = None
+    """(2, max_distance + 1) int64: how many past (row 0) and future (row 1) vectors chose each
+    reference distance (all zero for a direction without vectors or references to try)."""
+    residual_cell_sums: np.ndarray | None = None
+    """(ceil(H / cell), ceil(W / cell)) int64 sums of ``residual_keys`` per cell, when a cell size
+    was given (taken as the keys are written, no pass over the frame)."""
+    keys_aligned: bool = False
+    """Every residual key is a multiple of ``1 << HISTOGRAM_SHIFT`` (whole-, half- and quarter-pel
+    vectors): the histogram then ranks the keys exactly."""
 
 
 class Scratch:
@@ -53,6 +66,13 @@ def available() -> bool:
     return _kernels is not None
 
 
+def block_unit(mvs: np.ndarray) -> int:
+    """The gcd of the block sizes and |corners| of (N, 8) int32 vectors (1 when all are 0):
+    ``int(np.gcd.reduce([w, h, |dst_x - w // 2|, |dst_y - h // 2|, 0])) or 1`` without the arrays."""
+    assert _kernels is not None
+    return int(_kernels.block_unit(np.ascontiguousarray(mvs, dtype=np.int32)))
+
+
 def motion_residual(
     current: np.ndarray,
     references: dict[int, np.ndarray],
@@ -62,6 +82,9 @@ def motion_residual(
     unit: int,
     max_distance: int,
     residual: bool = True,
+    histogram: bool = True,
+    cell_size: int = 0,
+    keep_keys: bool = True,
     scratch: Scratch | None = None,
 ) -> MotionResidual | None:
     """Rebuild the inter prediction of ``current`` from its exported vectors, in integers.
@@ -81,6 +104,10 @@ def motion_residual(
     unit : grid side every block and offset is a multiple of (their gcd).
     max_distance : largest |offset| tried.
     residual : whether to compute the residual keys.
+    histogram : whether to count the keys for :func:`residual_order_statistics` (with ``residual``).
+    cell_size : above 0 (with ``residual``), also sum the keys per cell of that side.
+    keep_keys : with ``cell_size``, False when only the sums are wanted: the keys are then not
+        written to the frame buffer (``residual_keys`` is None).
     scratch : work arrays to reuse; the returned ``residual_keys`` live there until the next
         call with the same scratch.
 
@@ -99,30 +126,42 @@ def motion_residual(
     keys = scratch.get("keys", (h, w), np.int32) if residual else None
     mag = np.empty((-(-h // unit), -(-w // unit)), np.float32)
     dist = np.empty(mvs.shape[0], np.int32)
-    coarse = np.empty(256, np.int64) if residual else None
-    status, covered = _kernels.motion_residual(current, refs, mvs, hypot, unit, keys, mag, dist, coarse)
+    hist = np.empty(HISTOGRAM_BINS, np.int64) if residual and histogram else None
+    counts = np.empty((2, max_distance + 1), np.int64)
+    cells = None
+    if residual and cell_size > 0:
+        cells = np.empty((-(-h // cell_size), -(-w // cell_size)), np.int64)
+    status, covered, aligned = _kernels.motion_residual(
+        current, refs, mvs, hypot, unit, keys, mag, dist, hist, counts, cells, max(cell_size, 0), keep_keys
+    )
     if status:
         return None
-    return MotionResidual(keys, mag, unit, dist, int(covered), coarse)
+    if cells is not None and not keep_keys:
+        keys = None
+    return MotionResidual(keys, mag, unit, dist, int(covered), hist, counts, cells, bool(aligned))
 
 
 def residual_order_statistics(motion: MotionResidual, ranks: tuple[int, int]) -> tuple[int, int]:
     """The residual keys of two ranks (0-based, ascending, ``ranks[0] <= ranks[1]``), without sorting.
 
-    The kernel's histogram of ``key >> 11`` finds the bins of the ranks; one more pass counts the
-    keys of those bins. Both histograms stay in cache, where one of every key (522 241 bins)
-    would miss on most pixels.
+    The kernel's histogram of ``key >> 6`` finds the bins of the ranks. Where every key is a
+    multiple of 64 (``keys_aligned``) a bin holds one key value and that is the answer; else one
+    more pass counts the keys of those bins. Both histograms stay in cache, where one of every key
+    (522 241 bins) would miss on most pixels.
     """
-    assert _kernels is not None and motion.residual_keys is not None and motion.coarse_histogram is not None
-    ends = np.cumsum(motion.coarse_histogram)
+    assert _kernels is not None and motion.residual_keys is not None and motion.histogram is not None
+    ends = np.cumsum(motion.histogram)
     bins = np.searchsorted(ends, np.asarray(ranks), side="right")
     lo_bin, hi_bin = int(bins[0]), int(bins[1])
-    fine = np.empty((hi_bin - lo_bin + 1) * RESIDUAL_SCALE, np.int64)
-    _kernels.key_histogram(motion.residual_keys, 0, lo_bin * RESIDUAL_SCALE, fine)
+    width = 1 << HISTOGRAM_SHIFT
+    if motion.keys_aligned:
+        return lo_bin * width, hi_bin * width
+    fine = np.empty((hi_bin - lo_bin + 1) * width, np.int64)
+    _kernels.key_histogram(motion.residual_keys, 0, lo_bin * width, fine)
     before = int(ends[lo_bin - 1]) if lo_bin else 0
     fine_ends = np.cumsum(fine) + before
     picks = np.searchsorted(fine_ends, np.asarray(ranks), side="right")
-    return lo_bin * RESIDUAL_SCALE + int(picks[0]), lo_bin * RESIDUAL_SCALE + int(picks[1])
+    return lo_bin * width + int(picks[0]), lo_bin * width + int(picks[1])
 
 
 def cell_sums(

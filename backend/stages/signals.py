@@ -426,12 +426,18 @@ PixelMap = Callable[[Any, Any, "SignalConfig"], np.ndarray]
 (each argument None where the signal does not use it)."""
 
 
+@functools.lru_cache(maxsize=16)
 def _cell_counts(height: int, width: int, cell_size: int) -> np.ndarray:
-    """(rows, cols) int64 pixels of each cell inside a height × width frame (``cell_means``' divisor)."""
+    """(rows, cols) int64 pixels of each cell inside a height × width frame (``cell_means``' divisor).
+
+    Cached (every frame of a video asks the same), so read-only.
+    """
     rows, cols = grid_shape(height, width, cell_size)
     row_n = np.minimum(cell_size, height - cell_size * np.arange(rows))
     col_n = np.minimum(cell_size, width - cell_size * np.arange(cols))
-    return np.outer(row_n, col_n)
+    counts = np.outer(row_n, col_n)
+    counts.flags.writeable = False
+    return counts
 
 
 def _unit_order_statistics(
@@ -487,11 +493,10 @@ def _compiled_cells(
     (cell grid float32, covered share of pixels, inferred distances by direction) or None.
     """
     height, width = cur.shape
-    dst_x, dst_y, bw, bh, mx, my, mscale, source = (mvs[:, k] for k in range(8))
-    mscale = np.maximum(mscale, 1).astype(np.float32)
-    hyp = np.hypot(mx.astype(np.float32) / mscale, my.astype(np.float32) / mscale)
-    x0, y0 = dst_x - bw // 2, dst_y - bh // 2
-    unit = int(np.gcd.reduce(np.concatenate([bw, bh, np.abs(x0), np.abs(y0), [0]]).astype(np.int64))) or 1
+    # The same float32 operations as motion_compensate's (dx, dy), in one array.
+    d = mvs[:, 4:6].astype(np.float32) / np.maximum(mvs[:, 6:7], 1).astype(np.float32)
+    hyp = np.hypot(d[:, 0], d[:, 1])
+    unit = motion_kernel.block_unit(mvs)
     motion = motion_kernel.motion_residual(
         cur,
         refs,
@@ -500,6 +505,9 @@ def _compiled_cells(
         unit=unit,
         max_distance=config.reference_search,
         residual=kind != "mv",
+        histogram=kind == "mvres",  # only mvres ranks the residual (its percentile)
+        cell_size=config.cell_size if kind == "residual" else 0,  # summed as the kernel writes them
+        keep_keys=kind != "residual",
         scratch=scratch,
     )
     if motion is None:
@@ -519,17 +527,19 @@ def _compiled_cells(
             "mv_weight": np.float32(config.mv_weight / total),
             "residual_weight": np.float32(config.residual_weight / total),
         }
-    sums = motion_kernel.cell_sums(
-        kind, motion, height=height, width=width, cell_size=config.cell_size, **scales
-    )
+    if motion.residual_cell_sums is not None:
+        # Keys are |r| * 2048 below 2^20: numpy's float64 sums of the r are exact, the integer sum / 2048.
+        sums = motion.residual_cell_sums / np.float64(motion_kernel.RESIDUAL_SCALE)
+    else:
+        sums = motion_kernel.cell_sums(
+            kind, motion, height=height, width=width, cell_size=config.cell_size, **scales
+        )
     grid = (sums / _cell_counts(height, width, config.cell_size)).astype(np.float32)
     distances: dict[int, Counter[int]] = {}
-    for direction in (-1, 1):
-        refs_there = any(direction * d in refs for d in range(1, config.reference_search + 1))
-        chosen = motion.distances[np.sign(source) == direction]
-        if chosen.size and refs_there:
-            counts = np.bincount(chosen)
-            distances[direction] = Counter({int(d): int(counts[d]) for d in np.flatnonzero(counts)})
+    assert motion.distance_counts is not None
+    for direction, counts in zip((-1, 1), motion.distance_counts.tolist(), strict=True):
+        if any(counts):  # the direction had vectors and references to try
+            distances[direction] = Counter({d: n for d, n in enumerate(counts) if n})
     return grid, motion.covered_pixels / (height * width), distances
 
 

@@ -92,30 +92,36 @@ def test_kernel_equals_numpy_with_other_settings(windows) -> None:
             assert_same(config.kind, frames[t]["luma"], refs, frames[t]["mvs"], config, f"frame {t} {config}")
 
 
-def synthetic(rng: np.random.Generator, *, scale: int, h: int = 40, w: int = 56) -> tuple:
-    """A frame, four references and 8×8 vectors on its block grid, some pointing past the borders."""
+def synthetic(rng: np.random.Generator, *, scale: int, h: int = 40, w: int = 56, block: int = 8) -> tuple:
+    """A frame, four references and block × block vectors on its block grid, some pointing past
+    the borders (16-pixel blocks: the last column and row of blocks stick out of the frame)."""
     cur = rng.integers(0, 256, (h, w), dtype=np.uint8)
     refs = {d: rng.integers(0, 256, (h, w), dtype=np.uint8) for d in (-2, -1, 1, 2)}
     rows = []
-    for by in range(0, h, 8):
-        for bx in range(0, w, 8):
+    half = block // 2
+    for by in range(0, h, block):
+        for bx in range(0, w, block):
             source = int(rng.choice([-1, 1]))
             mx, my = (int(v) for v in rng.integers(-20 * scale, 20 * scale, 2))
-            rows.append([bx + 4, by + 4, 8, 8, mx, my, scale, source])
+            rows.append([bx + half, by + half, block, block, mx, my, scale, source])
             if rng.random() < 0.3:  # bi-predicted: the other direction on the same block
-                rows.append([bx + 4, by + 4, 8, 8, -mx, my // 2, scale, -source])
+                rows.append([bx + half, by + half, block, block, -mx, my // 2, scale, -source])
     return cur, refs, np.asarray(rows, np.int32)
 
 
+@pytest.mark.parametrize("block", [8, 16])
 @pytest.mark.parametrize("scale", [1, 2, 4, 32])
-def test_kernel_equals_numpy_on_synthetic_vectors(scale) -> None:
-    """Whole-pixel, half-, quarter- and 1/32-pel vectors, many reaching past the frame (clamped taps)."""
+def test_kernel_equals_numpy_on_synthetic_vectors(scale, block) -> None:
+    """Whole-pixel, half-, quarter- and 1/32-pel vectors, many reaching past the frame (clamped taps),
+    on 8- and 16-pixel blocks (the kernel's 16-wide loops), with small shifts that stay inside."""
     rng = np.random.default_rng(scale)
     for trial in range(4):
-        cur, refs, mvs = synthetic(rng, scale=scale)
+        cur, refs, mvs = synthetic(rng, scale=scale, block=block)
+        if trial % 2:  # most vectors of real video stay inside the frame
+            mvs[:, 4:6] //= 8
         for kind in KINDS:
             config = sig.SignalConfig(kind=kind, cell_size=16, reference_search=2)
-            assert_same(kind, cur, refs, mvs, config, f"scale {scale} trial {trial} {kind}")
+            assert_same(kind, cur, refs, mvs, config, f"scale {scale} block {block} trial {trial} {kind}")
 
 
 def test_kernel_declines_what_it_cannot_reproduce() -> None:
@@ -139,17 +145,22 @@ def test_kernel_declines_what_it_cannot_reproduce() -> None:
     assert np.array_equal(got.grid, numpy_path("mvres", cur, refs, off_grid, config)[0])
 
 
-def test_residual_order_statistics_are_the_sorted_keys() -> None:
+@pytest.mark.parametrize("scale", [4, 32])
+def test_residual_order_statistics_are_the_sorted_keys(scale) -> None:
+    """Quarter-pel vectors give keys on multiples of 64 (ranked from the histogram alone);
+    1/32-pel vectors do not (one more pass over the keys)."""
     rng = np.random.default_rng(2)
-    cur, refs, mvs = synthetic(rng, scale=4)
+    cur, refs, mvs = synthetic(rng, scale=scale)
     motion = motion_kernel.motion_residual(
         cur, refs, mvs, np.ones(mvs.shape[0], np.float32), unit=8, max_distance=2
     )
     assert motion is not None and motion.residual_keys is not None
+    assert motion.keys_aligned == (scale == 4)
+    assert motion.keys_aligned == bool(np.all(motion.residual_keys % 64 == 0))
     ordered = np.sort(motion.residual_keys, axis=None)
     for ranks in ((0, 1), (100, 101), (ordered.size - 2, ordered.size - 1), (7, 7)):
         assert motion_kernel.residual_order_statistics(motion, ranks) == tuple(int(ordered[r]) for r in ranks)
-    assert int(motion.coarse_histogram.sum()) == ordered.size
+    assert int(motion.histogram.sum()) == ordered.size
 
 
 def test_one_decode_gives_the_signal_and_the_pixels() -> None:
@@ -165,3 +176,31 @@ def test_one_decode_gives_the_signal_and_the_pixels() -> None:
         assert np.array_equal(both.pixels[row], frames[fid]), fid
     energy = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="pkt_energy"), pixels_hw=(224, 308))
     assert energy.pixels is None  # no decode, no pixels
+
+
+@pytest.mark.slow
+def test_compute_signals_equals_the_numpy_path_end_to_end() -> None:
+    """Every motion signal as a run computes it (one decode, the reference window, the kernel, the
+    cell means) on a small real clip equals the numpy path fed from a separate single-threaded
+    decode, frame by frame: the signals' outputs are pinned end to end, not only the kernel's."""
+    info = probe(DATA / "real_h264_film_friday.mp4", config=ProbeConfig())
+    ids = np.arange(0, 24, dtype=np.int32)
+    frames = {
+        item["frame_index"]: item
+        for item in side_data.iter_frames(
+            info.path, luma=True, motion_vectors=True, last_index=27, thread_count=1
+        )
+    }
+    checked = 0
+    for kind in KINDS:
+        config = sig.SignalConfig(kind=kind, threads=1)
+        got = sig.compute_signals(info, ids, config=config)
+        for row, t in enumerate(ids.tolist()):
+            item = frames[t]
+            if not len(item["mvs"]):  # an I frame: the proxy, the same code in both paths
+                continue
+            refs = {k - t: frames[k]["luma"] for k in frames if k != t and abs(k - t) <= 4}
+            want = numpy_path(kind, item["luma"], refs, item["mvs"], config)[0]
+            assert np.array_equal(got.grids[row], want), f"{kind} frame {t}"
+            checked += 1
+    assert checked >= 3 * 20
