@@ -11,8 +11,10 @@ import plotly.graph_objects as go
 from backend.pipeline import RunResult
 from backend.render import anchor_rows, kept_blocks_by_row
 from views.figure_style import plain_figure
+from views.inspector.timeline import CURSOR_NAME, cursor_shapes
 
-CURSOR_NAME = "cursor"
+__all__ = ["CURSOR_NAME", "LUMA_WEIGHTS", "per_candidate_series", "prepare_signal_plots"]
+
 LUMA_WEIGHTS = np.asarray([0.299, 0.587, 0.114], np.float32)
 """BT.601 luma of RGB."""
 
@@ -94,23 +96,8 @@ def prepare_signal_plots(result: RunResult, *, cursor_frame_index: int | None = 
             "title": {"text": name, "font": {"size": 11}},
             "rangemode": "tozero" if i < 3 else "normal",
         }
-    shapes = []
-    if cursor_frame_index is not None:
-        shapes.append(
-            {
-                "type": "line",
-                "x0": cursor_frame_index,
-                "x1": cursor_frame_index,
-                "y0": 0,
-                "y1": 1,
-                "xref": "x",
-                "yref": "paper",
-                "line": {"color": "black", "width": 2},
-                "name": CURSOR_NAME,
-            }
-        )
     layout |= {
-        "shapes": shapes,
+        "shapes": cursor_shapes(cursor_frame_index),
         "height": 420,
         "showlegend": False,
         "hovermode": "x",

@@ -107,21 +107,7 @@ def prepare_timeline(
     traces += _candidates(result, cand, sizes, lo, hi, rug_y=RUG_HEIGHT * byte_top)
     kept_traces, kept_top = _kept_and_anchors(result, cand, lo, hi)
     traces += kept_traces
-    shapes = []
-    if cursor_frame_index is not None:
-        shapes.append(
-            {
-                "type": "line",
-                "x0": cursor_frame_index,
-                "x1": cursor_frame_index,
-                "y0": 0,
-                "y1": 1,
-                "xref": "x",
-                "yref": "paper",
-                "line": {"color": "black", "width": 2},
-                "name": CURSOR_NAME,
-            }
-        )
+    shapes = cursor_shapes(cursor_frame_index)
     x_style, y_style = axis_style(paper=paper, x=True), axis_style(paper=paper)
     layout = style_layout(paper=paper) | {
         "shapes": shapes,
@@ -154,6 +140,17 @@ def prepare_timeline(
     if paper:
         layout |= {"width": PAPER_WIDTH_PX, "height": PAPER_HEIGHT_PX}
     return plain_figure(traces, layout)
+
+
+def cursor_shapes(frame_index: int | None) -> list[dict[str, Any]]:
+    """The playhead: a vertical line named ``cursor`` at ``frame_index`` over the whole plot
+    (none for None). The browser moves it on frame steps (app.browser_js, L.cursor)."""
+    if frame_index is None:
+        return []
+    line = {"type": "line", "x0": frame_index, "x1": frame_index, "y0": 0, "y1": 1}
+    return [
+        line | {"xref": "x", "yref": "paper", "line": {"color": "black", "width": 2}, "name": CURSOR_NAME}
+    ]
 
 
 def _span(frame_range: tuple[int, int | None] | None, total: int) -> tuple[int, int]:
