@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -393,10 +394,29 @@ def reselect_live(
     values: list[Any],
 ) -> tuple[Any, ...]:
     """Re-select the open run with the live options ``names`` = ``values`` from its cached decode
-    (nothing decodes): the new run id, then :data:`VIEW_OUTPUTS` without the video path.
+    (nothing decodes): the new run id, then :data:`VIEW_OUTPUTS` without the video path; the old
+    run's viewer is saved (:func:`reselect_live_steps`, run to its end).
 
     Raises ``gr.Error`` when the run has no cached decode to re-select from (then Run it again).
     """
+    steps = reselect_live_steps(ws, names, run_id, row, view, values)
+    outputs = next(steps)
+    for _ in steps:
+        pass
+    return outputs
+
+
+def reselect_live_steps(
+    ws: Workspace,
+    names: list[str],
+    run_id: str,
+    row: float,
+    view: tuple[list[str], float, str, str, str],
+    values: list[Any],
+) -> Iterator[tuple[Any, ...]]:
+    """:func:`reselect_live` as the app's handler runs it: yields the outputs as soon as they are
+    ready, and only then saves the old run's viewer and closes the session file (DuckDB writes
+    its log into the file on close, 50-200 ms the page need not wait for)."""
     from app.tabs.run import selection_options
     from app.tabs.sessions import save_view
     from backend.runs import reselect
@@ -413,19 +433,23 @@ def reselect_live(
         options = selection_options(names, values, base=parent.config)
         changes = {k: getattr(options, k) for k in names if getattr(options, k) != current[k]}
         if not changes:
-            return (gr.update(),) * len(VIEW_OUTPUTS)
+            yield (gr.update(),) * len(VIEW_OUTPUTS)
+            return
         key = parent.cache_key
         if not key or (key not in ws.memory and ws.store.cache_lookup(key) is None):
             raise gr.Error("This run's decode is no longer cached: run it again from the Run tab.")
         layers, opacity, cmap, scale, heat = view
         try:
-            save_view(ws, run_id, row, layers, opacity, cmap)
             new_id, new_result, _how = reselect(ws.store, run_id, changes, memory=ws.memory)
         except CodecLensError as exc:
             raise ui_error(exc) from exc
         ws.remember(new_id, new_result)
         # The candidates do not change: the viewer stays on the same row.
-        return (new_id, *open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat)[:-1])
+        yield (new_id, *open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat)[:-1])
+        try:
+            save_view(ws, run_id, row, layers, opacity, cmap)
+        except CodecLensError as exc:
+            raise ui_error(exc) from exc
 
 
 # -- components ----------------------------------------------------------------------------------
@@ -673,7 +697,7 @@ def wire_inspect_tab(
     names = list(tab.live)
 
     def on_live(r, row, lay, op, cm, sc, ht, *values):
-        return reselect_live(ws, names, r, row, (lay, op, cm, sc, ht), list(values))
+        yield from reselect_live_steps(ws, names, r, row, (lay, op, cm, sc, ht), list(values))
 
     for control in tab.live.values():
         control.input(
