@@ -10,7 +10,8 @@ on 127.0.0.1 and opens it at 1600×1000, then measures in the page (performance.
 * ``step``: a → key press until the next frame's image has loaded and decoded;
 * ``reselect``: a change of a grouping/selection option (the Inspect tab's live re-selection,
   images_per_group) until the page shows the new run: the new frame image decoded, the summary,
-  timeline, groups table and group stepper replaced;
+  timeline, groups table and group stepper (its readiness plot) replaced; the per-part times
+  say when each of these first showed;
 * ``zoom``: wheel zoom (4 notches) on a frame not seen zoomed before until the image shown is the
   source frame decoded at its own size (a decode in the worker pool);
 * ``timeline_click_errors``: clicks at 50 points spread over the timeline's x range, at heights
@@ -68,6 +69,7 @@ RESELECT_JS = """
   const runBox = () => q('#run_id textarea, #run_id input');
   const run0 = runBox().value, summary0 = q('#summary').innerText;
   const plot0 = q('#timeline .js-plotly-plot'), table0 = q('#groups_table').innerHTML;
+  const stepper0 = q('#readiness_plot .js-plotly-plot');
   const input = q('#live_images_per_group input');
   const parts = {};
   const t0 = performance.now();
@@ -80,6 +82,7 @@ RESELECT_JS = """
       summary: q('#summary').innerText !== summary0,
       timeline: q('#timeline .js-plotly-plot') !== plot0,
       table: q('#groups_table').innerHTML !== table0,
+      stepper: q('#readiness_plot .js-plotly-plot') !== stepper0,
       img_src: run !== run0 && img && img.getAttribute('src').includes('run=' + run),
     };
     signs.img_loaded = signs.img_src && img.complete;

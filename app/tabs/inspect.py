@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -102,6 +103,9 @@ VIEW_OUTPUTS = (
     "shown_run",
     "video_path",
 )
+LATER_OUTPUTS = ("signal_plots",)
+"""What a live re-selection sends in its second answer."""
+EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
 TOOLS_HTML = """
 <div id="frame_tools">
   <button id="zoom_out_btn" title="zoom out (−)">−</button>
@@ -242,8 +246,11 @@ def open_view(
     cmap: str,
     scale: str,
     heat: str = DEFAULT_HEAT,
+    *,
+    skip: tuple[str, ...] = (),
 ) -> tuple[Any, ...]:
-    """Every output that depends on the open run (:data:`VIEW_OUTPUTS`)."""
+    """Every output that depends on the open run (:data:`VIEW_OUTPUTS`); those named in ``skip``
+    are left as they are (``gr.update()``, not drawn)."""
     from views.inspector import group_stepper, signal_plots, timeline
     from views.inspector.navigation import group_of_row
 
@@ -251,32 +258,39 @@ def open_view(
     stored = ws.store.get_run(run_id)
     n = int(result.candidates.frame_indices.size)
     row = min(max(int(row), 0), n - 1)
-    table = group_stepper.prepare_group_table(result)
     group = group_of_row(result, row)
-    frames = json.dumps([int(f) for f in result.candidates.frame_indices])
-    groups = json.dumps([[s.start, s.end, s.group_index] for s in result.groups.specs])
     cursor = int(result.candidates.frame_indices[row])
-    colour, heat_bar = legends_of(ws, run_id, layers, opacity, cmap, scale, heat)
-    return (
-        summary_of(ws, run_id, result, stored),
-        gr.update(maximum=n - 1, value=row),
-        frames,
-        groups,
-        frame_html(frame_url(run_id, row, layers, opacity, cmap, scale, heat), result),
-        info_of(ws, run_id, row),
-        colour,
-        heat_bar,
-        timeline.prepare_timeline(result, cursor_frame_index=cursor),
-        signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor),
-        gr.update(
-            value=[[_shown(v) for v in r.values()] for r in table],
-            headers=list(table[0]) if table else RUN_HEADERS,
+
+    def table() -> Any:
+        rows = group_stepper.prepare_group_table(result)
+        values = [[_shown(v) for v in r.values()] for r in rows]
+        return gr.update(value=values, headers=list(rows[0]) if rows else RUN_HEADERS)
+
+    @functools.cache
+    def legends() -> tuple[str, str]:
+        return legends_of(ws, run_id, layers, opacity, cmap, scale, heat)
+
+    # Drawn only when not skipped (plots cost ~10 ms each).
+    draw: dict[str, Any] = {
+        "summary": lambda: summary_of(ws, run_id, result, stored),
+        "slider": lambda: gr.update(maximum=n - 1, value=row),
+        "frames": lambda: json.dumps([int(f) for f in result.candidates.frame_indices]),
+        "groups": lambda: json.dumps([[s.start, s.end, s.group_index] for s in result.groups.specs]),
+        "frame": lambda: frame_html(frame_url(run_id, row, layers, opacity, cmap, scale, heat), result),
+        "info": lambda: info_of(ws, run_id, row),
+        "colour_legend": lambda: legends()[0],
+        "heat_legend": lambda: legends()[1],
+        "timeline": lambda: timeline.prepare_timeline(result, cursor_frame_index=cursor),
+        "signal_plots": lambda: signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor),
+        "groups_table": table,
+        "group_pick": lambda: gr.update(choices=[s.group_index for s in result.groups.specs], value=group),
+        "readiness_plot": lambda: (
+            None if group is None else group_stepper.prepare_readiness_plot(result, group)
         ),
-        gr.update(choices=[s.group_index for s in result.groups.specs], value=group),
-        group_stepper.prepare_readiness_plot(result, group) if group is not None else None,
-        run_id,
-        gr.update(value=stored.video_path),
-    )
+        "shown_run": lambda: run_id,
+        "video_path": lambda: gr.update(value=stored.video_path),
+    }
+    return tuple(gr.update() if name in skip else draw[name]() for name in VIEW_OUTPUTS)
 
 
 def show_run(
@@ -401,9 +415,13 @@ def reselect_live(
     """
     steps = reselect_live_steps(ws, names, run_id, row, view, values)
     outputs = next(steps)
-    for _ in steps:
-        pass
+    for more in steps:  # a later answer fills what the first left unchanged
+        outputs = tuple(m if not _unchanged(m) else o for o, m in zip(outputs, more, strict=True))
     return outputs
+
+
+def _unchanged(value: Any) -> bool:
+    return isinstance(value, dict) and value == gr.update()
 
 
 def reselect_live_steps(
@@ -444,8 +462,13 @@ def reselect_live_steps(
         except CodecLensError as exc:
             raise ui_error(exc) from exc
         ws.remember(new_id, new_result)
-        # The candidates do not change: the viewer stays on the same row.
-        yield (new_id, *open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat)[:-1])
+        # The candidates do not change: the viewer stays on the same row. The signal plots come
+        # in a second answer: the frame, timeline, groups and stepper show without waiting for
+        # them (one plot fewer for the browser to draw first).
+        first = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=LATER_OUTPUTS)
+        yield (new_id, *first[:-1])
+        later = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=EARLIER_OUTPUTS)
+        yield (gr.update(), *later[:-1])
         try:
             save_view(ws, run_id, row, layers, opacity, cmap)
         except CodecLensError as exc:
