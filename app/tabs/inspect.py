@@ -103,6 +103,8 @@ VIEW_OUTPUTS = (
     "shown_run",
     "video_path",
 )
+LiveView = tuple[list[str], float, str, str, str]
+"""The viewer a live re-selection keeps: layers, opacity, colormap, heatmap scale and source."""
 LATER_OUTPUTS = ("signal_plots",)
 """What a live re-selection sends in its second answer."""
 EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
@@ -400,12 +402,7 @@ def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tu
 
 
 def reselect_live(
-    ws: Workspace,
-    names: list[str],
-    run_id: str,
-    row: float,
-    view: tuple[list[str], float, str, str, str],
-    values: list[Any],
+    ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
 ) -> tuple[Any, ...]:
     """Re-select the open run with the live options ``names`` = ``values`` from its cached decode
     (nothing decodes): the new run id, then :data:`VIEW_OUTPUTS` without the video path; the old
@@ -425,12 +422,7 @@ def _unchanged(value: Any) -> bool:
 
 
 def reselect_live_steps(
-    ws: Workspace,
-    names: list[str],
-    run_id: str,
-    row: float,
-    view: tuple[list[str], float, str, str, str],
-    values: list[Any],
+    ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
 ) -> Iterator[tuple[Any, ...]]:
     """:func:`reselect_live` as the app's handler runs it: yields the outputs as soon as they are
     ready, and only then saves the old run's viewer and closes the session file (DuckDB writes
