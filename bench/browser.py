@@ -68,8 +68,15 @@ RESELECT_JS = """
   const q = (s) => document.querySelector(s);
   const runBox = () => q('#run_id textarea, #run_id input');
   const run0 = runBox().value, summary0 = q('#summary').innerText;
-  const plot0 = q('#timeline .js-plotly-plot'), table0 = q('#groups_table').innerHTML;
-  const stepper0 = q('#readiness_plot .js-plotly-plot');
+  // A plot counts as redrawn once its div or its data changed (Gradio may reuse the div).
+  const plot = (sel) => q(sel + ' .js-plotly-plot');
+  const drawn = (sel) => { const gd = plot(sel); return [gd, gd && gd.data]; };
+  const redrawn = (sel, [gd0, data0]) => {
+    const gd = plot(sel);
+    return !!gd && (gd !== gd0 || gd.data !== data0);
+  };
+  const plot0 = drawn('#timeline'), stepper0 = drawn('#readiness_plot');
+  const table0 = q('#groups_table').innerHTML;
   const input = q('#live_images_per_group input');
   const parts = {};
   const t0 = performance.now();
@@ -80,9 +87,9 @@ RESELECT_JS = """
     const signs = {
       run: run !== run0,
       summary: q('#summary').innerText !== summary0,
-      timeline: q('#timeline .js-plotly-plot') !== plot0,
+      timeline: redrawn('#timeline', plot0),
       table: q('#groups_table').innerHTML !== table0,
-      stepper: q('#readiness_plot .js-plotly-plot') !== stepper0,
+      stepper: redrawn('#readiness_plot', stepper0),
       img_src: run !== run0 && img && img.getAttribute('src').includes('run=' + run),
     };
     signs.img_loaded = signs.img_src && img.complete;
@@ -90,7 +97,7 @@ RESELECT_JS = """
     if (Object.values(signs).every(Boolean)) {
       const end = () => resolve({total: performance.now() - t0, parts});
       img.decode().then(end, end);
-    } else if (now > 30000) resolve({total: -1, parts});
+    } else if (now > 15000) resolve({total: -1, parts});
     else setTimeout(check, 2);
   };
   check();
@@ -243,12 +250,16 @@ def main() -> int:
                 page.wait_for_function(FIRST_FRAME_JS, timeout=120_000)
                 page.wait_for_selector("#timeline .js-plotly-plot", timeout=120_000)
                 rows = int(result.candidates.frame_indices.size)
+                print("page open; steps", flush=True)
                 steps = measure_steps(page, min(args.steps, rows - 1))
+                print(f"steps p50 {pct(steps, 50):.1f} ms; clicks", flush=True)
                 clicks = timeline_click_errors(
                     page, result.candidates.frame_indices.astype(np.int64), result.info.total_frames
                 )
                 page.locator("#frame").scroll_into_view_if_needed()
+                print(f"{len(clicks)} click errors; zooms", flush=True)
                 zooms = measure_zooms(page, args.zooms, rows)
+                print(f"zooms p50 {pct(zooms, 50):.1f} ms; reselects", flush=True)
                 reselects, parts = measure_reselects(page, args.reselects)
                 browser.close()
         finally:
