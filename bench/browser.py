@@ -126,11 +126,14 @@ ZOOM_JS = """
 FIRST_FRAME_JS = (
     "() => { const i = document.querySelector('#frame_img'); return i && i.complete && i.naturalWidth; }"
 )
+# The click lands on a whole CSS pixel: ``f`` is the frame under that pixel (what the app reads
+# off the axis), so a click near a half frame expects the frame it really hit.
 CLICK_POINT_JS = """
 ([f, fy]) => {
   const gd = document.querySelector('#timeline .js-plotly-plot');
   const xa = gd._fullLayout.xaxis, size = gd._fullLayout._size, r = gd.getBoundingClientRect();
-  return {x: r.left + xa._offset + xa.c2p(f), y: r.top + size.t + size.h * fy};
+  const x = Math.round(r.left + xa._offset + xa.c2p(f));
+  return {x: x, y: Math.round(r.top + size.t + size.h * fy), f: xa.p2c(x - r.left - xa._offset)};
 }
 """
 
@@ -196,7 +199,8 @@ def timeline_click_errors(page: Any, frames: np.ndarray, total: int, n: int = 50
     for i, f in enumerate(np.linspace(0, total - 1, n)):
         point = page.evaluate(CLICK_POINT_JS, [float(f), (0.15, 0.5, 0.85)[i % 3]])
         page.mouse.click(point["x"], point["y"])
-        want = int(frames[np.argmin(np.abs(frames - round(f)))])
+        hit = int(np.floor(point["f"] + 0.5))  # Math.round, as the page rounds
+        want = int(frames[np.argmin(np.abs(frames - hit))])
         kind = None
         try:
             page.wait_for_function(
