@@ -114,7 +114,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
         # Served by app.server.
         demo.lens_render_jpeg = functools.partial(inspect.render_jpeg, ws, cache, sides=sides)
         demo.lens_render_native = functools.partial(
-            inspect_routes.render_native_jpeg, ws, cache, sources, sides=sides
+            inspect.render_jpeg, ws, cache, sides=sides, sources=sources
         )
         demo.lens_info = functools.partial(inspect.info_fragment, ws)
         demo.lens_block = functools.partial(inspect_routes.block_fragment, ws, sources)

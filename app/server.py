@@ -184,32 +184,21 @@ def mount_frame_routes(
         }
         return Response(data, media_type="image/jpeg", headers=headers)
 
-    def frame(
-        run: str = Query(..., max_length=64),
-        row: int = Query(0, ge=0),
-        l: str = Query("", max_length=200),  # noqa: E741 - short query names keep URLs short
-        o: float = Query(0.5, ge=0.0, le=1.0),
-        c: str = Query("turbo", max_length=32),
-        s: str = Query("frame", max_length=16),
-        h: str = Query("block", max_length=16),
-        f: str = Query("", max_length=16),  # a frame index: the candidate nearest it (A/B flip)
-        k: str = Query("", max_length=32),  # codec layers: mv, qp
-    ) -> Response:
-        return jpeg(render_jpeg, run, row, l, o, c, s, h, f or None, k)
+    def image_route(draw: Callable[..., bytes]) -> Callable[..., Response]:
+        def image(
+            run: str = Query(..., max_length=64),
+            row: int = Query(0, ge=0),
+            l: str = Query("", max_length=200),  # noqa: E741 - short query names keep URLs short
+            o: float = Query(0.5, ge=0.0, le=1.0),
+            c: str = Query("turbo", max_length=32),
+            s: str = Query("frame", max_length=16),
+            h: str = Query("block", max_length=16),
+            f: str = Query("", max_length=16),  # a frame index: the candidate nearest it (A/B flip)
+            k: str = Query("", max_length=32),  # codec layers: mv, qp
+        ) -> Response:
+            return jpeg(draw, run, row, l, o, c, s, h, f or None, k)
 
-    def native(
-        run: str = Query(..., max_length=64),
-        row: int = Query(0, ge=0),
-        l: str = Query("", max_length=200),  # noqa: E741
-        o: float = Query(0.5, ge=0.0, le=1.0),
-        c: str = Query("turbo", max_length=32),
-        s: str = Query("frame", max_length=16),
-        h: str = Query("block", max_length=16),
-        f: str = Query("", max_length=16),
-        k: str = Query("", max_length=32),
-    ) -> Response:
-        assert render_native is not None
-        return jpeg(render_native, run, row, l, o, c, s, h, f or None, k)
+        return image
 
     def info(run: str = Query(..., max_length=64), row: int = Query(..., ge=0)) -> Response:
         try:
@@ -235,10 +224,10 @@ def mount_frame_routes(
         return JSONResponse(data, headers={"Cache-Control": "private, max-age=3600"})
 
     login = [Depends(login_required(app))]
-    app.add_api_route("/lens/frame", frame, methods=["GET"], dependencies=login)
+    app.add_api_route("/lens/frame", image_route(render_jpeg), methods=["GET"], dependencies=login)
     app.add_api_route("/lens/info", info, methods=["GET"], dependencies=login)
     if render_native is not None:
-        app.add_api_route("/lens/native", native, methods=["GET"], dependencies=login)
+        app.add_api_route("/lens/native", image_route(render_native), methods=["GET"], dependencies=login)
     if block is not None:
         app.add_api_route("/lens/block", block_readout, methods=["GET"], dependencies=login)
 

@@ -10,7 +10,8 @@ on 127.0.0.1 and opens it at 1600×1000, then measures in the page (performance.
 * ``step``: a → key press until the next frame's image has loaded and decoded;
 * ``reselect``: a change of a grouping/selection option (the Inspect tab's live re-selection,
   images_per_group) until the page shows the new run: the new frame image decoded, the summary,
-  timeline, groups table and group stepper replaced;
+  timeline, groups table and group stepper (its readiness plot) replaced; the per-part times
+  say when each of these first showed;
 * ``zoom``: wheel zoom (4 notches) on a frame not seen zoomed before until the image shown is the
   source frame decoded at its own size (a decode in the worker pool);
 * ``timeline_click_errors``: clicks at 50 points spread over the timeline's x range, at heights
@@ -60,23 +61,43 @@ STEP_JS = """
 })
 """
 
+# Resolves with {total, parts}: parts are the ms until each sign of the new run first showed
+# (where the time goes: the server's answer, the plots drawn, the frame image fetched).
 RESELECT_JS = """
 (value) => new Promise((resolve) => {
   const q = (s) => document.querySelector(s);
   const runBox = () => q('#run_id textarea, #run_id input');
   const run0 = runBox().value, summary0 = q('#summary').innerText;
-  const plot0 = q('#timeline .js-plotly-plot'), table0 = q('#groups_table').innerHTML;
+  // A plot counts as redrawn once its div or its data changed (Gradio may reuse the div).
+  const plot = (sel) => q(sel + ' .js-plotly-plot');
+  const drawn = (sel) => { const gd = plot(sel); return [gd, gd && gd.data]; };
+  const redrawn = (sel, [gd0, data0]) => {
+    const gd = plot(sel);
+    return !!gd && (gd !== gd0 || gd.data !== data0);
+  };
+  const plot0 = drawn('#timeline'), stepper0 = drawn('#readiness_plot');
+  const table0 = q('#groups_table').innerHTML;
   const input = q('#live_images_per_group input');
+  const parts = {};
   const t0 = performance.now();
   input.value = String(value);
   input.dispatchEvent(new Event('input', {bubbles: true}));
   const check = () => {
-    const run = runBox().value, img = q('#frame_img');
-    const done = run !== run0 && img && img.getAttribute('src').includes('run=' + run) && img.complete
-      && q('#summary').innerText !== summary0 && q('#timeline .js-plotly-plot') !== plot0
-      && q('#groups_table').innerHTML !== table0;
-    if (done) img.decode().then(() => resolve(performance.now() - t0), () => resolve(performance.now() - t0));
-    else if (performance.now() - t0 > 30000) resolve(-1);
+    const run = runBox().value, img = q('#frame_img'), now = performance.now() - t0;
+    const signs = {
+      run: run !== run0,
+      summary: q('#summary').innerText !== summary0,
+      timeline: redrawn('#timeline', plot0),
+      table: q('#groups_table').innerHTML !== table0,
+      stepper: redrawn('#readiness_plot', stepper0),
+      img_src: run !== run0 && img && img.getAttribute('src').includes('run=' + run),
+    };
+    signs.img_loaded = signs.img_src && img.complete;
+    for (const [k, v] of Object.entries(signs)) if (v && parts[k] === undefined) parts[k] = now;
+    if (Object.values(signs).every(Boolean)) {
+      const end = () => resolve({total: performance.now() - t0, parts});
+      img.decode().then(end, end);
+    } else if (now > 15000) resolve({total: -1, parts});
     else setTimeout(check, 2);
   };
   check();
@@ -105,11 +126,14 @@ ZOOM_JS = """
 FIRST_FRAME_JS = (
     "() => { const i = document.querySelector('#frame_img'); return i && i.complete && i.naturalWidth; }"
 )
+# The click lands on a whole CSS pixel: ``f`` is the frame under that pixel (what the app reads
+# off the axis), so a click near a half frame expects the frame it really hit.
 CLICK_POINT_JS = """
 ([f, fy]) => {
   const gd = document.querySelector('#timeline .js-plotly-plot');
   const xa = gd._fullLayout.xaxis, size = gd._fullLayout._size, r = gd.getBoundingClientRect();
-  return {x: r.left + xa._offset + xa.c2p(f), y: r.top + size.t + size.h * fy};
+  const x = Math.round(r.left + xa._offset + xa.c2p(f));
+  return {x: x, y: Math.round(r.top + size.t + size.h * fy), f: xa.p2c(x - r.left - xa._offset)};
 }
 """
 
@@ -139,16 +163,17 @@ def measure_steps(page: Any, n: int) -> list[float]:
     return out
 
 
-def measure_reselects(page: Any, n: int) -> list[float]:
+def measure_reselects(page: Any, n: int) -> tuple[list[float], list[dict[str, float]]]:
     page.locator("#live_box").get_by_text("Re-select live").click()
     page.wait_for_selector("#live_images_per_group input", state="visible")
-    out = []
+    out, parts = [], []
     for i in range(n):
-        ms = float(page.evaluate(RESELECT_JS, 3 + i % 3))
-        if ms >= 0:
-            out.append(ms)
+        got = page.evaluate(RESELECT_JS, 3 + i % 3)
+        if got["total"] >= 0:
+            out.append(float(got["total"]))
+            parts.append(got["parts"])
         page.wait_for_timeout(300)
-    return out
+    return out, parts
 
 
 def measure_zooms(page: Any, n: int, rows: int) -> list[float]:
@@ -164,25 +189,33 @@ def measure_zooms(page: Any, n: int, rows: int) -> list[float]:
     return out
 
 
-def timeline_click_errors(page: Any, frames: np.ndarray, total: int, n: int = 50) -> int:
+def timeline_click_errors(page: Any, frames: np.ndarray, total: int, n: int = 50) -> list[dict[str, Any]]:
+    """The failed clicks: the frame clicked, the candidate wanted, what the info line showed and
+    why (``timeout``: the viewer did not get there in 10 s; ``error``: a component shows an error)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     page.locator("#timeline").scroll_into_view_if_needed()
-    errors = 0
+    errors = []
     for i, f in enumerate(np.linspace(0, total - 1, n)):
         point = page.evaluate(CLICK_POINT_JS, [float(f), (0.15, 0.5, 0.85)[i % 3]])
         page.mouse.click(point["x"], point["y"])
-        want = int(frames[np.argmin(np.abs(frames - round(f)))])
+        hit = int(np.floor(point["f"] + 0.5))  # Math.round, as the page rounds
+        want = int(frames[np.argmin(np.abs(frames - hit))])
+        kind = None
         try:
             page.wait_for_function(
                 f"() => document.querySelector('#frame_info').innerText.includes(' · frame {want} · ')",
                 timeout=10_000,
             )
         except PlaywrightTimeout:  # the click did not move the viewer to that frame
-            errors += 1
-            continue
-        if page.evaluate("() => document.querySelectorAll('.error, .validation-error').length"):
-            errors += 1
+            kind = "timeout"
+        if kind is None and page.evaluate(
+            "() => document.querySelectorAll('.error, .validation-error').length"
+        ):
+            kind = "error"
+        if kind is not None:
+            shown = page.evaluate("() => document.querySelector('#frame_info').innerText")
+            errors.append({"clicked": round(float(f), 1), "want": want, "kind": kind, "shown": shown[:80]})
     return errors
 
 
@@ -221,13 +254,17 @@ def main() -> int:
                 page.wait_for_function(FIRST_FRAME_JS, timeout=120_000)
                 page.wait_for_selector("#timeline .js-plotly-plot", timeout=120_000)
                 rows = int(result.candidates.frame_indices.size)
+                print("page open; steps", flush=True)
                 steps = measure_steps(page, min(args.steps, rows - 1))
+                print(f"steps p50 {pct(steps, 50):.1f} ms; clicks", flush=True)
                 clicks = timeline_click_errors(
                     page, result.candidates.frame_indices.astype(np.int64), result.info.total_frames
                 )
                 page.locator("#frame").scroll_into_view_if_needed()
+                print(f"{len(clicks)} click errors; zooms", flush=True)
                 zooms = measure_zooms(page, args.zooms, rows)
-                reselects = measure_reselects(page, args.reselects)
+                print(f"zooms p50 {pct(zooms, 50):.1f} ms; reselects", flush=True)
+                reselects, parts = measure_reselects(page, args.reselects)
                 browser.close()
         finally:
             demo.close(verbose=False)
@@ -245,7 +282,9 @@ def main() -> int:
         "reselect_p95_ms": pct(reselects, 95),
         "zoom_p50_ms": pct(zooms, 50),
         "zoom_p95_ms": pct(zooms, 95),
-        "timeline_click_errors": clicks,
+        "timeline_click_errors": len(clicks),
+        "timeline_click_error_details": clicks,
+        "reselect_parts_p50_ms": {k: pct([p[k] for p in parts if k in p], 50) for k in (parts or [{}])[0]},
         "samples": {"step": len(steps), "reselect": len(reselects), "zoom": len(zooms), "clicks": 50},
         "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())],
     }
@@ -257,7 +296,9 @@ def main() -> int:
     for name in ("step", "reselect", "zoom"):
         n = report["samples"][name]
         print(f"{name:22s} {report[name + '_p50_ms']:8.1f} {report[name + '_p95_ms']:8.1f} {n:4d}")
-    print(f"{'timeline click errors':22s} {clicks:8d} of 50")
+    print(f"{'timeline click errors':22s} {len(clicks):8d} of 50  {clicks}")
+    shown = ", ".join(f"{k} {v:.0f}" for k, v in report["reselect_parts_p50_ms"].items())
+    print(f"reselect p50 ms until: {shown}")
     print(f"load average before/after: {report['load_average']}")
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -34,9 +36,25 @@ __all__ = ["JPEG_CACHE_BYTES", "info_fragment", "render_jpeg"]
 # browser (app.browser_js, window.__lens.show), so a frame step costs one cached GET instead of a
 # queued Gradio event plus a file copy (measured: bench/scrub.py).
 SRC_JS = """
-(row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
+(row, run, layers, opacity, cmap, scale, heat, framesJson, codec, groupsJson) => {
   const L = window.__lens;
   if (L && L.show) L.show(row, run, layers, opacity, cmap, scale, heat, framesJson, codec);
+  // The group stepper follows the viewer with one server event when the row enters another
+  // group (groupsJson: [start, end, group_index] of each), not one per frame step.
+  let group = null;
+  try {
+    for (const [s, e, g] of JSON.parse(groupsJson || '[]')) if (row >= s && row < e) { group = g; break; }
+  } catch (err) { group = null; }
+  const key = run + ':' + group;
+  if (run && group !== null && window.__lensGroup !== key) {
+    window.__lensGroup = key;
+    window.__lensFollow = (window.__lensFollow || 0) + 1;
+    const box = document.querySelector('#follow_row textarea, #follow_row input');
+    if (box) {
+      box.value = Math.round(row) + ' ' + window.__lensFollow;  // always a new value: a change
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    }
+  }
   return [];
 }
 """
@@ -72,6 +90,7 @@ VIEW_OUTPUTS = (
     "summary",
     "slider",
     "frames",
+    "groups",
     "frame",
     "info",
     "colour_legend",
@@ -84,6 +103,11 @@ VIEW_OUTPUTS = (
     "shown_run",
     "video_path",
 )
+LiveView = tuple[list[str], float, str, str, str]
+"""The viewer a live re-selection keeps: layers, opacity, colormap, heatmap scale and source."""
+LATER_OUTPUTS = ("signal_plots",)
+"""What a live re-selection sends in its second answer."""
+EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
 TOOLS_HTML = """
 <div id="frame_tools">
   <button id="zoom_out_btn" title="zoom out (−)">−</button>
@@ -195,11 +219,12 @@ def legends_of(
     return prepare_colour_legend(opts, kinds, note), prepare_heat_legend(result, opts)
 
 
-def summary_of(ws: Workspace, run_id: str, result: RunResult) -> str:
-    """The run's summary with its stored pipeline time, and what reopening it cost when that differs."""
+def summary_of(ws: Workspace, run_id: str, result: RunResult, stored_row: Any = None) -> str:
+    """The run's summary with its stored pipeline time, and what reopening it cost when that differs
+    (``stored_row``: the run's store row when the caller has it)."""
     from views.inspector import run_summary
 
-    stored = ws.store.get_run(run_id).timings.get("total")
+    stored = (stored_row or ws.store.get_run(run_id)).timings.get("total")
     shown = result.timings_secs.get("total")
     reopen = shown if stored is not None and shown is not None and abs(shown - stored) > 1e-3 else None
     return run_summary.prepare_summary(result, pipeline_secs=stored, reopen_secs=reopen)
@@ -223,38 +248,51 @@ def open_view(
     cmap: str,
     scale: str,
     heat: str = DEFAULT_HEAT,
+    *,
+    skip: tuple[str, ...] = (),
 ) -> tuple[Any, ...]:
-    """Every output that depends on the open run (:data:`VIEW_OUTPUTS`)."""
+    """Every output that depends on the open run (:data:`VIEW_OUTPUTS`); those named in ``skip``
+    are left as they are (``gr.update()``, not drawn)."""
     from views.inspector import group_stepper, signal_plots, timeline
     from views.inspector.navigation import group_of_row
 
     result = result_of(ws, run_id)
+    stored = ws.store.get_run(run_id)
     n = int(result.candidates.frame_indices.size)
     row = min(max(int(row), 0), n - 1)
-    table = group_stepper.prepare_group_table(result)
     group = group_of_row(result, row)
-    frames = json.dumps([int(f) for f in result.candidates.frame_indices])
     cursor = int(result.candidates.frame_indices[row])
-    colour, heat_bar = legends_of(ws, run_id, layers, opacity, cmap, scale, heat)
-    return (
-        summary_of(ws, run_id, result),
-        gr.update(maximum=n - 1, value=row),
-        frames,
-        frame_html(frame_url(run_id, row, layers, opacity, cmap, scale, heat), result),
-        info_of(ws, run_id, row),
-        colour,
-        heat_bar,
-        timeline.prepare_timeline(result, cursor_frame_index=cursor),
-        signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor),
-        gr.update(
-            value=[[_shown(v) for v in r.values()] for r in table],
-            headers=list(table[0]) if table else RUN_HEADERS,
+
+    def table() -> Any:
+        rows = group_stepper.prepare_group_table(result)
+        values = [[_shown(v) for v in r.values()] for r in rows]
+        return gr.update(value=values, headers=list(rows[0]) if rows else RUN_HEADERS)
+
+    @functools.cache
+    def legends() -> tuple[str, str]:
+        return legends_of(ws, run_id, layers, opacity, cmap, scale, heat)
+
+    # Drawn only when not skipped (plots cost ~10 ms each).
+    draw: dict[str, Any] = {
+        "summary": lambda: summary_of(ws, run_id, result, stored),
+        "slider": lambda: gr.update(maximum=n - 1, value=row),
+        "frames": lambda: json.dumps([int(f) for f in result.candidates.frame_indices]),
+        "groups": lambda: json.dumps([[s.start, s.end, s.group_index] for s in result.groups.specs]),
+        "frame": lambda: frame_html(frame_url(run_id, row, layers, opacity, cmap, scale, heat), result),
+        "info": lambda: info_of(ws, run_id, row),
+        "colour_legend": lambda: legends()[0],
+        "heat_legend": lambda: legends()[1],
+        "timeline": lambda: timeline.prepare_timeline(result, cursor_frame_index=cursor),
+        "signal_plots": lambda: signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor),
+        "groups_table": table,
+        "group_pick": lambda: gr.update(choices=[s.group_index for s in result.groups.specs], value=group),
+        "readiness_plot": lambda: (
+            None if group is None else group_stepper.prepare_readiness_plot(result, group)
         ),
-        gr.update(choices=[s.group_index for s in result.groups.specs], value=group),
-        group_stepper.prepare_readiness_plot(result, group) if group is not None else None,
-        run_id,
-        gr.update(value=ws.store.get_run(run_id).video_path if run_id else ""),
-    )
+        "shown_run": lambda: run_id,
+        "video_path": lambda: gr.update(value=stored.video_path),
+    }
+    return tuple(gr.update() if name in skip else draw[name]() for name in VIEW_OUTPUTS)
 
 
 def show_run(
@@ -281,14 +319,17 @@ def show_run(
     if not run_id:
         return (gr.update(),) * (len(VIEW_OUTPUTS) + 3 + len(option_defaults))
     try:
-        view = ws.store.load_view(run_id) or {}
-        config = ws.store.get_run(run_id).config
+        with ws.store.held():  # one open of the file for the calls below
+            config = ws.store.get_run(run_id).config
+            # The run panel shows the open run's options, ready to be tweaked and run again.
+            options = [
+                gr.update(value=config.get(name, default)) for name, default in option_defaults.items()
+            ]
+            if shown_run == run_id:
+                return (*(gr.update(),) * (len(VIEW_OUTPUTS) + 3), *options)
+            view = ws.store.load_view(run_id) or {}
     except CodecLensError as exc:
         raise ui_error(exc) from exc
-    # The run panel shows the open run's options, ready to be tweaked and run again.
-    options = [gr.update(value=config.get(name, default)) for name, default in option_defaults.items()]
-    if shown_run == run_id:
-        return (*(gr.update(),) * (len(VIEW_OUTPUTS) + 3), *options)
     layers = [x for x in view.get("layers", layers) if x in LAYER_NAMES]
     opacity, cmap = float(view.get("opacity", opacity)), view.get("colormap", cmap)
     outputs = open_view(ws, run_id, int(view.get("row", 0)), layers, opacity, cmap, scale, heat)
@@ -361,46 +402,69 @@ def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tu
 
 
 def reselect_live(
-    ws: Workspace,
-    names: list[str],
-    run_id: str,
-    row: float,
-    view: tuple[list[str], float, str, str, str],
-    values: list[Any],
+    ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
 ) -> tuple[Any, ...]:
     """Re-select the open run with the live options ``names`` = ``values`` from its cached decode
-    (nothing decodes): the new run id, then :data:`VIEW_OUTPUTS` without the video path.
+    (nothing decodes): the new run id, then :data:`VIEW_OUTPUTS` without the video path; the old
+    run's viewer is saved (:func:`reselect_live_steps`, run to its end).
 
     Raises ``gr.Error`` when the run has no cached decode to re-select from (then Run it again).
     """
+    steps = reselect_live_steps(ws, names, run_id, row, view, values)
+    outputs = next(steps)
+    for more in steps:  # a later answer fills what the first left unchanged
+        outputs = tuple(m if not _unchanged(m) else o for o, m in zip(outputs, more, strict=True))
+    return outputs
+
+
+def _unchanged(value: Any) -> bool:
+    return isinstance(value, dict) and value == gr.update()
+
+
+def reselect_live_steps(
+    ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
+) -> Iterator[tuple[Any, ...]]:
+    """:func:`reselect_live` as the app's handler runs it: yields the outputs as soon as they are
+    ready, and only then saves the old run's viewer and closes the session file (DuckDB writes
+    its log into the file on close, 50-200 ms the page need not wait for)."""
     from app.tabs.run import selection_options
     from app.tabs.sessions import save_view
     from backend.runs import reselect
 
-    result = result_of(ws, run_id)
-    parent = ws.store.get_run(run_id)
-    if parent.selector != "cvp":
-        raise gr.Error(
-            f"The live options re-select cvp runs; run {run_id} was made by the {parent.selector} "
-            "selector: change its options in the Run tab."
-        )
-    current = {k: parent.config.get(k) for k in names}
-    options = selection_options(names, values, base=parent.config)
-    changes = {k: getattr(options, k) for k in names if getattr(options, k) != current[k]}
-    if not changes:
-        return (gr.update(),) * len(VIEW_OUTPUTS)
-    key = parent.cache_key
-    if not key or (key not in ws.memory and ws.store.cache_lookup(key) is None):
-        raise gr.Error("This run's decode is no longer cached: run it again from the Run tab.")
-    layers, opacity, cmap, scale, heat = view
-    try:
-        save_view(ws, run_id, row, layers, opacity, cmap)
-        new_id, new_result, _how = reselect(ws.store, run_id, changes, memory=ws.memory)
-    except CodecLensError as exc:
-        raise ui_error(exc) from exc
-    ws.remember(new_id, new_result)
-    del result  # the candidates do not change: the viewer stays on the same row
-    return (new_id, *open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat)[:-1])
+    result_of(ws, run_id)  # gr.Error when no run is open or it cannot open
+    with ws.store.held():  # one open of the file for this handler's calls (~20 ms each otherwise)
+        parent = ws.store.get_run(run_id)
+        if parent.selector != "cvp":
+            raise gr.Error(
+                f"The live options re-select cvp runs; run {run_id} was made by the {parent.selector} "
+                "selector: change its options in the Run tab."
+            )
+        current = {k: parent.config.get(k) for k in names}
+        options = selection_options(names, values, base=parent.config)
+        changes = {k: getattr(options, k) for k in names if getattr(options, k) != current[k]}
+        if not changes:
+            yield (gr.update(),) * len(VIEW_OUTPUTS)
+            return
+        key = parent.cache_key
+        if not key or (key not in ws.memory and ws.store.cache_lookup(key) is None):
+            raise gr.Error("This run's decode is no longer cached: run it again from the Run tab.")
+        layers, opacity, cmap, scale, heat = view
+        try:
+            new_id, new_result, _how = reselect(ws.store, run_id, changes, memory=ws.memory)
+        except CodecLensError as exc:
+            raise ui_error(exc) from exc
+        ws.remember(new_id, new_result)
+        # The candidates do not change: the viewer stays on the same row. The signal plots come
+        # in a second answer: the frame, timeline, groups and stepper show without waiting for
+        # them (one plot fewer for the browser to draw first).
+        first = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=LATER_OUTPUTS)
+        yield (new_id, *first[:-1])
+        later = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=EARLIER_OUTPUTS)
+        yield (gr.update(), *later[:-1])
+        try:
+            save_view(ws, run_id, row, layers, opacity, cmap)
+        except CodecLensError as exc:
+            raise ui_error(exc) from exc
 
 
 # -- components ----------------------------------------------------------------------------------
@@ -413,6 +477,8 @@ class SharedControls:
     summary: Any
     run_id: Any
     frames: Any
+    groups: Any
+    follow_row: Any
     shown_run: Any
     key_buttons: dict[str, Any]
     jump_frame: Any
@@ -427,11 +493,16 @@ def build_shared_controls() -> SharedControls:
     with gr.Row(elem_id="hidden_controls"):
         run_id = gr.Textbox(value="", elem_id="run_id", label="run id")
         frames = gr.Textbox(value="[]", elem_id="frames_json")
+        groups = gr.Textbox(value="[]", elem_id="groups_json")
+        # "row n": the viewer entered another group (SRC_JS); n makes every entry a change.
+        follow_row = gr.Textbox(value="", elem_id="follow_row")
         shown_run = gr.Textbox(value="", elem_id="shown_run")
         key_buttons = {a: gr.Button(a, elem_id=f"k_{a}") for a in navigation.ACTIONS}
         jump_frame = gr.Textbox(elem_id="jump_frame")
         jump_btn = gr.Button("jump", elem_id="jump_btn")
-    return SharedControls(summary, run_id, frames, shown_run, key_buttons, jump_frame, jump_btn)
+    return SharedControls(
+        summary, run_id, frames, groups, follow_row, shown_run, key_buttons, jump_frame, jump_btn
+    )
 
 
 @dataclass
@@ -558,6 +629,7 @@ def _view_outputs(shared: SharedControls, tab: InspectTab, video_path: Any) -> l
         shared.summary,
         tab.slider,
         shared.frames,
+        shared.groups,
         tab.frame,
         tab.info,
         tab.colour_legend,
@@ -583,8 +655,14 @@ def wire_inspect_tab(
     live_outputs = [*option_controls.values(), *tab.live.values()]
 
     def on_run(r, shown, row, lay, op, cm, sc, ht):
-        out = show_run(ws, defaults, r, shown, row, lay, op, cm, sc, ht)
-        config = ws.store.get_run(r).config if r else {}
+        if not r:
+            return (
+                *show_run(ws, defaults, r, shown, row, lay, op, cm, sc, ht),
+                *(gr.update(),) * len(tab.live),
+            )
+        with ws.store.held():  # one open of the file for both
+            out = show_run(ws, defaults, r, shown, row, lay, op, cm, sc, ht)
+            config = ws.store.get_run(r).config
         return (*out, *(gr.update(value=config[n]) if n in config else gr.update() for n in tab.live))
 
     rid.change(
@@ -594,7 +672,7 @@ def wire_inspect_tab(
         api_name=False,
     )
     src_inputs = [tab.slider, rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, shared.frames]
-    src_inputs.append(tab.codec)
+    src_inputs += [tab.codec, shared.groups]
     for c in [tab.slider, rid, *tab.view_controls[1:], tab.codec]:
         c.change(None, src_inputs, None, js=SRC_JS, api_name=False)
     for c in [*tab.view_controls[1:], tab.codec]:
@@ -605,9 +683,11 @@ def wire_inspect_tab(
             api_name=False,
             show_progress="hidden",
         )
-    tab.slider.change(
-        lambda r, row, g: follow_group(ws, r, row, g),
-        [rid, tab.slider, tab.group_pick],
+    # Not on every slider change: frame steps make no Gradio event (SRC_JS fills follow_row
+    # when the viewer enters another group).
+    shared.follow_row.change(
+        lambda r, text, g: follow_group(ws, r, (text or "0").split()[0], g),
+        [rid, shared.follow_row, tab.group_pick],
         [tab.group_pick, tab.steps_plot],
         api_name=False,
         show_progress="hidden",
@@ -632,7 +712,7 @@ def wire_inspect_tab(
     names = list(tab.live)
 
     def on_live(r, row, lay, op, cm, sc, ht, *values):
-        return reselect_live(ws, names, r, row, (lay, op, cm, sc, ht), list(values))
+        yield from reselect_live_steps(ws, names, r, row, (lay, op, cm, sc, ht), list(values))
 
     for control in tab.live.values():
         control.input(

@@ -132,20 +132,31 @@ def render_jpeg(
     frame: str | None = None,
     codec: str = "",
     sides: CodecSides | None = None,
+    sources: SourceFrames | None = None,
 ) -> bytes:
-    """JPEG bytes of one frame for the frame route; its neighbours go to the prefetcher.
+    """JPEG bytes of one frame for the frame routes: at the processed size (its neighbours go to
+    the prefetcher), or with ``sources`` the candidate frame decoded at its source size (in a
+    worker) with the layers drawn over it.
 
     ``codec``: codec layers (``mv``, ``qp``) drawn over it from ``sides``.
     Raises the backend's errors, and ValueError for a row outside the run.
     """
+    from backend.render import cached_plan, draw_native
     from views.inspector.codec_layers import parse_codec_layers
     from views.inspector.frame_layers import prepare_frame_layers
 
     result = ws.result(run_id)
     row = resolve_row(result, row, frame)
-    n = int(result.candidates.frame_indices.size)
     opts = layer_options(layers, opacity, cmap, scale, heat)
     kinds = ",".join(parse_codec_layers(codec))
+    if sources is not None:
+
+        def native() -> np.ndarray:
+            fid = int(result.candidates.frame_indices[row])
+            image = draw_native(result, row, cached_plan(result, opts), sources.get(run_id, fid))
+            return _with_codec_layers(image, sides, run_id, result, row, kinds)
+
+        return cache.get((run_id, row, opts, kinds, "native"), native)
 
     def job(r: int) -> tuple[Any, Any]:
         key = (run_id, r, opts, kinds)
@@ -154,41 +165,10 @@ def render_jpeg(
         )
 
     data = cache.get(*job(row))
+    n = int(result.candidates.frame_indices.size)
     near = [row + d for d in range(1, PREFETCH_AHEAD + 1)] + [row - d for d in range(1, PREFETCH_BEHIND + 1)]
     cache.prefetch([job(r) for r in near if 0 <= r < n])
     return data
-
-
-def render_native_jpeg(
-    ws: Workspace,
-    cache: JpegCache,
-    sources: SourceFrames,
-    run_id: str,
-    row: int,
-    layers: str,
-    opacity: float,
-    cmap: str,
-    scale: str,
-    heat: str = DEFAULT_HEAT,
-    frame: str | None = None,
-    codec: str = "",
-    sides: CodecSides | None = None,
-) -> bytes:
-    """JPEG bytes of one candidate frame decoded at its source size (in a worker), layers drawn."""
-    from backend.render import cached_plan, draw_native
-    from views.inspector.codec_layers import parse_codec_layers
-
-    result = ws.result(run_id)
-    row = resolve_row(result, row, frame)
-    opts = layer_options(layers, opacity, cmap, scale, heat)
-    fid = int(result.candidates.frame_indices[row])
-    kinds = ",".join(parse_codec_layers(codec))
-
-    def draw() -> np.ndarray:
-        image = draw_native(result, row, cached_plan(result, opts), sources.get(run_id, fid))
-        return _with_codec_layers(image, sides, run_id, result, row, kinds)
-
-    return cache.get((run_id, row, opts, kinds, "native"), draw)
 
 
 def info_fragment(ws: Workspace, run_id: str, row: int) -> str:

@@ -5,11 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from backend.pipeline import RunResult
 from backend.records import ReadinessStep
-from views.figure_style import COLOURS, apply_style, integer_axis, series_colour
+from views.figure_style import (
+    COLOURS,
+    axis_style,
+    integer_axis_props,
+    merged,
+    plain_figure,
+    series_colour,
+    style_layout,
+)
 
 STOP_MARKER_NAME = "stop decision"
 
@@ -90,66 +97,86 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
         return _no_trace_figure(result, group_index, spec.stop_reason)
     ends = [s.end for s in steps]
     frames = [s.frame_index_added for s in steps]
-    fig = make_subplots(
-        rows=2,
-        cols=1,
-        shared_xaxes=True,
-        row_heights=[0.7, 0.3],
-        vertical_spacing=0.06,
-        specs=[[{"secondary_y": True}], [{}]],
-    )
     hover = "end %{x} · frame %{customdata}<br>%{y:.4g}<extra>%{fullData.name}</extra>"
-    # (field, name, mode, line style, on the secondary axis)
+    # (field, name, mode, line style, y axis): row 1 is y (and y2 on the right), row 2 is y3.
     lines = (
-        ("topk_sum", "top-K sum", "lines+markers", {"color": series_colour(0)}, False),
-        ("threshold", "threshold", "lines", {"dash": "dash", "color": COLOURS["threshold"]}, False),
-        ("covered_bins", "covered bins", "lines+markers", {"shape": "hv", "color": COLOURS["P"]}, True),
-        ("needed_bins", "needed bins", "lines", {"shape": "hv", "color": COLOURS["P"], "dash": "dot"}, True),
+        ("topk_sum", "top-K sum", "lines+markers", {"color": series_colour(0)}, "y"),
+        ("threshold", "threshold", "lines", {"dash": "dash", "color": COLOURS["threshold"]}, "y"),
+        ("covered_bins", "covered bins", "lines+markers", {"shape": "hv", "color": COLOURS["P"]}, "y2"),
+        ("needed_bins", "needed bins", "lines", {"shape": "hv", "color": COLOURS["P"], "dash": "dot"}, "y2"),
     )
-    for field, name, mode, line, secondary in lines:
-        fig.add_trace(
-            go.Scatter(
-                x=ends,
-                y=[getattr(s, field) for s in steps],
-                mode=mode,
-                line=line,
-                name=name,
-                customdata=frames,
-                hovertemplate=hover,
-            ),
-            row=1,
-            col=1,
-            secondary_y=secondary,
-        )
-    fig.add_trace(
-        go.Bar(
-            x=ends,
-            y=[s.marginal_gain for s in steps],
-            name="marginal gain",
-            marker_color=[COLOURS["passed"] if s.passed else COLOURS["failed"] for s in steps],
-            customdata=frames,
-            hovertemplate=hover,
-        ),
-        row=2,
-        col=1,
+    # Plain dicts (views.figure_style.plain_figure) laid out as make_subplots lays out two rows
+    # sharing x, the top one with a secondary y: the app redraws this on every re-selection.
+    traces: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "x": ends,
+            "y": [getattr(s, field) for s in steps],
+            "mode": mode,
+            "line": line,
+            "name": name,
+            "customdata": frames,
+            "hovertemplate": hover,
+            "xaxis": "x",
+            "yaxis": yaxis,
+        }
+        for field, name, mode, line, yaxis in lines
+    ]
+    traces.append(
+        {
+            "type": "bar",
+            "x": ends,
+            "y": [s.marginal_gain for s in steps],
+            "name": "marginal gain",
+            "marker": {"color": [COLOURS["passed"] if s.passed else COLOURS["failed"] for s in steps]},
+            "customdata": frames,
+            "hovertemplate": hover,
+            "xaxis": "x2",
+            "yaxis": "y3",
+        }
     )
     stop = stop_step(result, group_index)
     assert stop is not None
-    _add_stop_marker(fig, stop, spec.stop_reason)
-    apply_style(fig)
-    fig.update_layout(
-        title=f"group {group_index}: readiness trace",
-        hovermode="x unified",
-        margin={"l": 60, "r": 60, "t": 50, "b": 10},
-    )
-    fig.update_xaxes(title_text="window end (candidate index, exclusive)", row=2, col=1)
-    fig.update_yaxes(title_text="top-K block score sum", row=1, col=1, secondary_y=False)
-    fig.update_yaxes(title_text="time bins", row=1, col=1, secondary_y=True, showgrid=False)
+    marker, note = _stop_marker(stop, spec.stop_reason)
+    traces.append(marker)
     # Bins are counts: whole-number ticks from 0 (exports showed 0.136 … 3.191 here).
     bins_top = max(max(s.covered_bins, s.needed_bins) for s in steps)
-    integer_axis(fig, bins_top, row=1, col=1, secondary_y=True)
-    fig.update_yaxes(title_text="gain", row=2, col=1)
-    return fig
+    x_style, y_style = axis_style(x=True), axis_style()
+    layout = merged(
+        style_layout(),
+        {
+            "title": {"text": f"group {group_index}: readiness trace"},
+            "hovermode": "x unified",
+            "margin": {"l": 60, "r": 60, "t": 50, "b": 10},
+            "annotations": [note],
+            "xaxis": x_style
+            | {"anchor": "y", "domain": [0.0, 0.94], "matches": "x2", "showticklabels": False},
+            "xaxis2": merged(
+                x_style,
+                {
+                    "anchor": "y3",
+                    "domain": [0.0, 0.94],
+                    "title": {"text": "window end (candidate index, exclusive)"},
+                },
+            ),
+            "yaxis": merged(
+                y_style, {"anchor": "x", "domain": [0.342, 1.0], "title": {"text": "top-K block score sum"}}
+            ),
+            "yaxis2": merged(
+                y_style,
+                {
+                    "anchor": "x",
+                    "overlaying": "y",
+                    "side": "right",
+                    "title": {"text": "time bins"},
+                    "showgrid": False,
+                }
+                | integer_axis_props(bins_top),
+            ),
+            "yaxis3": merged(y_style, {"anchor": "x2", "domain": [0.0, 0.282], "title": {"text": "gain"}}),
+        },
+    )
+    return plain_figure(traces, layout)
 
 
 def _no_trace_figure(result: RunResult, group_index: int, stop_reason: str) -> go.Figure:
@@ -172,37 +199,36 @@ def _no_trace_figure(result: RunResult, group_index: int, stop_reason: str) -> g
     return fig
 
 
-def _add_stop_marker(fig: go.Figure, stop: ReadinessStep, stop_reason: str) -> None:
-    """The ``stop decision`` star on the top-K sum, annotated with the group's stop reason."""
-    fig.add_trace(
-        go.Scatter(
-            x=[stop.end],
-            y=[stop.topk_sum],
-            mode="markers",
-            marker={
-                "symbol": "star",
-                "size": 16,
-                "color": COLOURS["moved"],
-                "line": {"width": 1, "color": "black"},
-            },
-            name=STOP_MARKER_NAME,
-            customdata=[stop.frame_index_added],
-            text=[stop.reason],
-            hovertemplate="%{text}<extra>" + stop.decision + "</extra>",
-            meta={"decision": stop.decision},
-        ),
-        row=1,
-        col=1,
-        secondary_y=False,
-    )
-    fig.add_annotation(
-        x=stop.end,
-        y=stop.topk_sum,
-        text=f"{stop.decision}: {stop_reason}",
-        showarrow=True,
-        arrowhead=2,
-        ax=-60,
-        ay=-30,
-        row=1,
-        col=1,
-    )
+def _stop_marker(stop: ReadinessStep, stop_reason: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``stop decision`` star on the top-K sum, and its annotation naming the group's stop reason."""
+    marker = {
+        "type": "scatter",
+        "x": [stop.end],
+        "y": [stop.topk_sum],
+        "mode": "markers",
+        "marker": {
+            "symbol": "star",
+            "size": 16,
+            "color": COLOURS["moved"],
+            "line": {"width": 1, "color": "black"},
+        },
+        "name": STOP_MARKER_NAME,
+        "customdata": [stop.frame_index_added],
+        "text": [stop.reason],
+        "hovertemplate": "%{text}<extra>" + stop.decision + "</extra>",
+        "meta": {"decision": stop.decision},
+        "xaxis": "x",
+        "yaxis": "y",
+    }
+    note = {
+        "x": stop.end,
+        "y": stop.topk_sum,
+        "xref": "x",
+        "yref": "y",
+        "text": f"{stop.decision}: {stop_reason}",
+        "showarrow": True,
+        "arrowhead": 2,
+        "ax": -60,
+        "ay": -30,
+    }
+    return marker, note

@@ -10,8 +10,11 @@ import plotly.graph_objects as go
 
 from backend.pipeline import RunResult
 from backend.render import anchor_rows, kept_blocks_by_row
+from views.figure_style import plain_figure
+from views.inspector.timeline import CURSOR_NAME, cursor_shapes
 
-CURSOR_NAME = "cursor"
+__all__ = ["CURSOR_NAME", "LUMA_WEIGHTS", "per_candidate_series", "prepare_signal_plots"]
+
 LUMA_WEIGHTS = np.asarray([0.299, 0.587, 0.114], np.float32)
 """BT.601 luma of RGB."""
 
@@ -70,21 +73,22 @@ def prepare_signal_plots(result: RunResult, *, cursor_frame_index: int | None = 
         (x, series["coverage"][order] * 100, "coverage (%)", "%{y:.1f} %"),
         (x, series["luma_mean"][order], "luma mean (Y)", "Y %{y:.1f}"),
     )
-    traces = []
+    traces: list[dict[str, Any]] = []
     layout: dict[str, Any] = {}
     gap, height = 0.04, (1.0 - 0.04 * 3) / 4
     for i, (xs, ys, name, fmt) in enumerate(rows):
         axis = "y" if i == 0 else f"y{i + 1}"
         traces.append(
-            go.Scatter(
-                x=xs,
-                y=ys,
-                mode="lines",
-                line={"width": 1.5, "shape": "hv" if i == 0 else "linear"},
-                name=name,
-                yaxis=axis,
-                hovertemplate="frame %{x}<br>" + fmt + "<extra></extra>",
-            )
+            {
+                "type": "scatter",
+                "x": xs,
+                "y": ys,
+                "mode": "lines",
+                "line": {"width": 1.5, "shape": "hv" if i == 0 else "linear"},
+                "name": name,
+                "yaxis": axis,
+                "hovertemplate": "frame %{x}<br>" + fmt + "<extra></extra>",
+            }
         )
         top = 1.0 - i * (height + gap)
         layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = {
@@ -92,29 +96,13 @@ def prepare_signal_plots(result: RunResult, *, cursor_frame_index: int | None = 
             "title": {"text": name, "font": {"size": 11}},
             "rangemode": "tozero" if i < 3 else "normal",
         }
-    fig = go.Figure(traces)
-    shapes = []
-    if cursor_frame_index is not None:
-        shapes.append(
-            {
-                "type": "line",
-                "x0": cursor_frame_index,
-                "x1": cursor_frame_index,
-                "y0": 0,
-                "y1": 1,
-                "xref": "x",
-                "yref": "paper",
-                "line": {"color": "black", "width": 2},
-                "name": CURSOR_NAME,
-            }
-        )
-    fig.update_layout(
-        **layout,
-        shapes=shapes,
-        height=420,
-        showlegend=False,
-        hovermode="x",
-        margin={"l": 70, "r": 20, "t": 10, "b": 30},
-        xaxis={"title": {"text": "frame_index"}},
-    )
-    return fig
+    layout |= {
+        "shapes": cursor_shapes(cursor_frame_index),
+        "height": 420,
+        "showlegend": False,
+        "hovermode": "x",
+        "margin": {"l": 70, "r": 20, "t": 10, "b": 30},
+        "xaxis": {"title": {"text": "frame_index"}},
+    }
+    # Plain dicts, unvalidated: the app redraws these plots on every re-selection.
+    return plain_figure(traces, layout)

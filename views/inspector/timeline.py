@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from backend.pipeline import RunResult
 from backend.render import anchor_rows, kept_blocks_by_row
-from views.figure_style import COLOURS, GROUP_FILLS, apply_style, integer_axis, integer_axis_range
+from views.figure_style import (
+    COLOURS,
+    GROUP_FILLS,
+    PAPER_HEIGHT_PX,
+    PAPER_WIDTH_PX,
+    axis_style,
+    integer_axis_props,
+    integer_axis_range,
+    merged,
+    plain_figure,
+    style_layout,
+)
 
 PICT_COLOURS: dict[str, str] = {k: COLOURS[k] for k in ("I", "P", "B", "?")}
 PICT_NAMES: dict[str, str] = {"I": "I", "P": "P", "B": "B", "?": "type unknown"}
@@ -88,34 +100,57 @@ def prepare_timeline(
     needed_bytes = top_bytes / (RUG_HEIGHT - 0.04)
     byte_top, _, _ = integer_axis_range(needed_bytes)
     cand = result.candidates.frame_indices.astype(np.int64)
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    # Group spans go first so the bars draw over them.
-    _add_group_spans(fig, result, cand, lo, hi, top=float(byte_top))
-    _add_packet_bars(fig, sizes, frame_pict_types(result), shown)
-    _add_candidates(fig, result, cand, sizes, lo, hi, rug_y=RUG_HEIGHT * byte_top)
-    kept_top = _add_kept_and_anchors(fig, result, cand, lo, hi)
-    if cursor_frame_index is not None:
-        fig.add_shape(
-            type="line",
-            x0=cursor_frame_index,
-            x1=cursor_frame_index,
-            y0=0,
-            y1=1,
-            xref="x",
-            yref="paper",
-            line={"color": "black", "width": 2},
-            name=CURSOR_NAME,
-        )
-    apply_style(fig, paper=paper)
-    fig.update_layout(barmode="overlay", bargap=0, clickmode="event", hovermode="closest")
-    if not paper:
-        fig.update_layout(margin={"l": 60, "r": 60, "t": 20, "b": 10})
-    fig.update_xaxes(title_text="frame_index", range=[lo - 0.5, hi - 0.5])
-    fig.update_yaxes(title_text="packet size (bytes)", secondary_y=False)
-    integer_axis(fig, needed_bytes, secondary_y=False, tickformat="~s")
-    fig.update_yaxes(title_text="kept blocks", secondary_y=True, showgrid=False)
-    integer_axis(fig, kept_top, secondary_y=True)
-    return fig
+    # Plain dicts (views.figure_style.plain_figure): the app redraws this on every re-selection.
+    # Traces on the secondary axis name it: y2 overlays y on the right, as make_subplots lays out.
+    traces = _group_spans(result, cand, lo, hi, top=float(byte_top))  # first: the bars draw over them
+    traces += _packet_bars(sizes, frame_pict_types(result), shown)
+    traces += _candidates(result, cand, sizes, lo, hi, rug_y=RUG_HEIGHT * byte_top)
+    kept_traces, kept_top = _kept_and_anchors(result, cand, lo, hi)
+    traces += kept_traces
+    shapes = cursor_shapes(cursor_frame_index)
+    x_style, y_style = axis_style(paper=paper, x=True), axis_style(paper=paper)
+    layout = style_layout(paper=paper) | {
+        "shapes": shapes,
+        "barmode": "overlay",
+        "bargap": 0,
+        "clickmode": "event",
+        "hovermode": "closest",
+        "margin": {"l": 80, "r": 80, "t": 20, "b": 20} if paper else {"l": 60, "r": 60, "t": 20, "b": 10},
+        "xaxis": merged(
+            x_style,
+            {
+                "anchor": "y",
+                "domain": [0.0, 0.94],
+                "title": {"text": "frame_index"},
+                "range": [lo - 0.5, hi - 0.5],
+            },
+        ),
+        "yaxis": merged(
+            y_style,
+            {"anchor": "x", "domain": [0.0, 1.0], "title": {"text": "packet size (bytes)"}}
+            | integer_axis_props(needed_bytes, tickformat="~s"),
+        ),
+        "yaxis2": merged(
+            y_style,
+            {"anchor": "x", "overlaying": "y", "side": "right", "title": {"text": "kept blocks"}}
+            | {"showgrid": False}
+            | integer_axis_props(kept_top),
+        ),
+    }
+    if paper:
+        layout |= {"width": PAPER_WIDTH_PX, "height": PAPER_HEIGHT_PX}
+    return plain_figure(traces, layout)
+
+
+def cursor_shapes(frame_index: int | None) -> list[dict[str, Any]]:
+    """The playhead: a vertical line named ``cursor`` at ``frame_index`` over the whole plot
+    (none for None). The browser moves it on frame steps (app.browser_js, L.cursor)."""
+    if frame_index is None:
+        return []
+    line = {"type": "line", "x0": frame_index, "x1": frame_index, "y0": 0, "y1": 1}
+    return [
+        line | {"xref": "x", "yref": "paper", "line": {"color": "black", "width": 2}, "name": CURSOR_NAME}
+    ]
 
 
 def _span(frame_range: tuple[int, int | None] | None, total: int) -> tuple[int, int]:
@@ -127,11 +162,11 @@ def _span(frame_range: tuple[int, int | None] | None, total: int) -> tuple[int, 
     return min(max(int(start), 0), hi), hi
 
 
-def _add_group_spans(
-    fig: go.Figure, result: RunResult, cand: np.ndarray, lo: int, hi: int, *, top: float
-) -> None:
+def _group_spans(
+    result: RunResult, cand: np.ndarray, lo: int, hi: int, *, top: float
+) -> list[dict[str, Any]]:
     """One filled span per group with a candidate in [lo, hi), from its first to its last frame."""
-    shown = 0
+    traces: list[dict[str, Any]] = []
     for k, spec in enumerate(result.groups.specs):
         frames = cand[spec.start : spec.end]
         inside = frames[(frames >= lo) & (frames < hi)]
@@ -139,53 +174,54 @@ def _add_group_spans(
             continue
         first, last = int(inside.min()), int(inside.max())
         x0, x1 = first - 0.5, last + 0.5
-        fig.add_trace(
-            go.Scatter(
-                x=[x0, x1, x1, x0, x0],
-                y=[0, 0, top, top, 0],
-                fill="toself",
-                fillcolor=GROUP_FILLS[k % len(GROUP_FILLS)],
-                line={"width": 0},
-                mode="lines",
-                name=GROUPS_NAME,
-                legendgroup=GROUPS_NAME,
-                showlegend=shown == 0,
-                hovertemplate=f"group {spec.group_index}: frames {first}–{last}<extra></extra>",
-                customdata=[first, last, last, first, first],
-                meta={"kind": "group_span", "group_index": spec.group_index},
-            ),
-            secondary_y=False,
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [x0, x1, x1, x0, x0],
+                "y": [0, 0, top, top, 0],
+                "fill": "toself",
+                "fillcolor": GROUP_FILLS[k % len(GROUP_FILLS)],
+                "line": {"width": 0},
+                "mode": "lines",
+                "name": GROUPS_NAME,
+                "legendgroup": GROUPS_NAME,
+                "showlegend": not traces,
+                "hovertemplate": f"group {spec.group_index}: frames {first}–{last}<extra></extra>",
+                "customdata": [first, last, last, first, first],
+                "meta": {"kind": "group_span", "group_index": spec.group_index},
+            }
         )
-        shown += 1
+    return traces
 
 
-def _add_packet_bars(fig: go.Figure, sizes: np.ndarray, types: np.ndarray, shown: np.ndarray) -> None:
+def _packet_bars(sizes: np.ndarray, types: np.ndarray, shown: np.ndarray) -> list[dict[str, Any]]:
     """One bar trace of packet sizes per picture type present among the ``shown`` frames."""
+    traces = []
     for pict, colour in PICT_COLOURS.items():
         frame_index = shown[types[shown] == pict]
         if frame_index.size == 0:
             continue
-        fig.add_trace(
-            go.Bar(
-                x=frame_index,
-                y=sizes[frame_index],
-                name=PICT_NAMES[pict],
+        traces.append(
+            {
+                "type": "bar",
+                "x": frame_index,
+                "y": sizes[frame_index],
+                "name": PICT_NAMES[pict],
                 # No outline: the template's thin white bar outline covers bars narrower than a
                 # pixel or two, which is every bar of a long clip.
-                marker={"color": colour, "line": {"width": 0}},
+                "marker": {"color": colour, "line": {"width": 0}},
                 # One frame wide: plotly otherwise widens a trace's bars to the gap between its
                 # own points, so two I-frames far apart would cover the whole plot.
-                width=1.0,
-                customdata=frame_index,
-                hovertemplate="frame %{customdata}<br>%{y} bytes<extra>" + pict + " frame</extra>",
-                meta={"kind": "packet_size"},
-            ),
-            secondary_y=False,
+                "width": 1.0,
+                "customdata": frame_index,
+                "hovertemplate": "frame %{customdata}<br>%{y} bytes<extra>" + pict + " frame</extra>",
+                "meta": {"kind": "packet_size"},
+            }
         )
+    return traces
 
 
-def _add_candidates(
-    fig: go.Figure,
+def _candidates(
     result: RunResult,
     cand: np.ndarray,
     sizes: np.ndarray,
@@ -193,95 +229,92 @@ def _add_candidates(
     hi: int,
     *,
     rug_y: float,
-) -> None:
+) -> list[dict[str, Any]]:
     """The ``candidates`` rug and, when keyframes moved, the ``moved keyframes`` segments."""
     n_frames = sizes.size
     unique_cand = np.unique(cand[(cand >= lo) & (cand < hi)])
-    fig.add_trace(
-        go.Scatter(
-            x=unique_cand,
-            y=np.full(unique_cand.size, rug_y),
-            mode="markers",
-            # Thin translucent ticks: where every frame is a candidate they read as a grey band
-            # with the bars still visible under it, not a solid black one.
-            marker={
-                "symbol": "line-ns",
-                "size": 9,
-                "color": COLOURS["candidate"],
-                "line": {"width": 1, "color": "rgba(0, 0, 0, 0.6)"},
-            },
-            name="candidates",
-            customdata=unique_cand,
-            hovertemplate="candidate frame %{customdata}<extra></extra>",
-            meta={"kind": "candidates"},
-        ),
-        secondary_y=False,
-    )
+    rug = {
+        "type": "scatter",
+        "x": unique_cand,
+        "y": np.full(unique_cand.size, rug_y),
+        "mode": "markers",
+        # Thin translucent ticks: where every frame is a candidate they read as a grey band
+        # with the bars still visible under it, not a solid black one.
+        "marker": {
+            "symbol": "line-ns",
+            "size": 9,
+            "color": COLOURS["candidate"],
+            "line": {"width": 1, "color": "rgba(0, 0, 0, 0.6)"},
+        },
+        "name": "candidates",
+        "customdata": unique_cand,
+        "hovertemplate": "candidate frame %{customdata}<extra></extra>",
+        "meta": {"kind": "candidates"},
+    }
     moved = [(int(a), int(b)) for a, b in result.candidates.moved if lo <= a < hi or lo <= b < hi]
     if not moved:
-        return
+        return [rug]
     xs: list[int | None] = []
     for a, b in moved:
         xs += [a, b, None]
     ys = [None if x is None else (int(sizes[x]) if 0 <= x < n_frames else None) for x in xs]
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines+markers",
-            marker={
-                "symbol": ["x", "arrow-bar-right", "x"] * len(moved),
-                "size": 10,
-                "color": COLOURS["moved"],
-            },
-            line={"color": COLOURS["moved"], "dash": "dot"},
-            name="moved keyframes",
-            customdata=xs,
-            hovertemplate="frame %{customdata}<extra>moved keyframe</extra>",
-            meta={"kind": "moved_keyframes", "moved": [list(m) for m in moved]},
-        ),
-        secondary_y=False,
-    )
+    segments = {
+        "type": "scatter",
+        "x": xs,
+        "y": ys,
+        "mode": "lines+markers",
+        "marker": {
+            "symbol": ["x", "arrow-bar-right", "x"] * len(moved),
+            "size": 10,
+            "color": COLOURS["moved"],
+        },
+        "line": {"color": COLOURS["moved"], "dash": "dot"},
+        "name": "moved keyframes",
+        "customdata": xs,
+        "hovertemplate": "frame %{customdata}<extra>moved keyframe</extra>",
+        "meta": {"kind": "moved_keyframes", "moved": [list(m) for m in moved]},
+    }
+    return [rug, segments]
 
 
-def _add_kept_and_anchors(fig: go.Figure, result: RunResult, cand: np.ndarray, lo: int, hi: int) -> int:
+def _kept_and_anchors(
+    result: RunResult, cand: np.ndarray, lo: int, hi: int
+) -> tuple[list[dict[str, Any]], int]:
     """``kept blocks`` per frame and the ``anchors`` markers, on the secondary y axis; the largest count."""
     kept_x, kept_y = kept_blocks_per_frame(result)
     sel = (kept_x >= lo) & (kept_x < hi)
     kept_x, kept_y = kept_x[sel], kept_y[sel]
-    fig.add_trace(
-        go.Scatter(
-            x=kept_x,
-            y=kept_y,
-            mode="lines+markers",
-            line={"color": COLOURS["kept"], "width": 1.5},
-            marker={"size": 4, "color": COLOURS["kept"]},
-            name="kept blocks",
-            customdata=kept_x,
-            hovertemplate="frame %{customdata}<br>%{y} kept blocks<extra></extra>",
-            meta={"kind": "kept_blocks"},
-        ),
-        secondary_y=True,
-    )
+    kept = {
+        "type": "scatter",
+        "x": kept_x,
+        "y": kept_y,
+        "yaxis": "y2",
+        "mode": "lines+markers",
+        "line": {"color": COLOURS["kept"], "width": 1.5},
+        "marker": {"size": 4, "color": COLOURS["kept"]},
+        "name": "kept blocks",
+        "customdata": kept_x,
+        "hovertemplate": "frame %{customdata}<br>%{y} kept blocks<extra></extra>",
+        "meta": {"kind": "kept_blocks"},
+    }
     anchors = np.unique(cand[sorted(anchor_rows(result))]) if result.selection.groups else np.zeros(0, int)
     anchors = anchors[(anchors >= lo) & (anchors < hi)]
-    fig.add_trace(
-        go.Scatter(
-            x=anchors,
-            y=np.zeros(anchors.size),
-            mode="markers",
-            marker={
-                "symbol": "star",
-                "size": 11,
-                "color": COLOURS["anchor"],
-                "line": {"width": 0.5, "color": "black"},
-            },
-            cliponaxis=False,  # drawn whole on the zero line
-            name="anchors",
-            customdata=anchors,
-            hovertemplate="anchor frame %{customdata}<extra></extra>",
-            meta={"kind": "anchors"},
-        ),
-        secondary_y=True,
-    )
-    return int(kept_y.max()) if kept_y.size else 1
+    stars = {
+        "type": "scatter",
+        "x": anchors,
+        "y": np.zeros(anchors.size),
+        "yaxis": "y2",
+        "mode": "markers",
+        "marker": {
+            "symbol": "star",
+            "size": 11,
+            "color": COLOURS["anchor"],
+            "line": {"width": 0.5, "color": "black"},
+        },
+        "cliponaxis": False,  # drawn whole on the zero line
+        "name": "anchors",
+        "customdata": anchors,
+        "hovertemplate": "anchor frame %{customdata}<extra></extra>",
+        "meta": {"kind": "anchors"},
+    }
+    return [kept, stars], int(kept_y.max()) if kept_y.size else 1

@@ -232,8 +232,8 @@ def test_native_frames_and_the_block_readout_route(ws: Workspace, run_id: str) -
 
     cache = JpegCache(budget_bytes=8 << 20)
     sources = inspect_routes.SourceFrames(ws)
-    data = inspect_routes.render_native_jpeg(
-        ws, cache, sources, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame"
+    data = inspect_routes.render_jpeg(
+        ws, cache, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame", sources=sources
     )
     assert Image.open(io.BytesIO(data)).size == (960, 540)  # the source size, not the processed one
     result = ws.result(run_id)

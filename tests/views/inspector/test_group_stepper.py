@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import pytest
 from conftest import SAMPLE_VIDEO, requires_cvp
 
@@ -64,6 +65,7 @@ def test_readiness_plot_marks_the_stop_at_the_right_end(result):
         if spec.stop_reason.startswith("readiness"):
             assert stop.meta["decision"] == "stop" and steps[-1].passed
         fig.to_json()
+        go.Figure(fig.to_plotly_json())  # built unvalidated (figure_style.plain_figure): plotly's names only
     assert "stop" in decisions
 
 

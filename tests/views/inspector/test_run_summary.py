@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import pytest
 from conftest import REPO_ROOT, requires_cvp
 
@@ -43,6 +44,7 @@ def test_signal_plots_have_four_rows_and_a_cursor(result):
     assert series["coverage"].max() == 1.0  # anchors are kept whole
     assert np.all((series["luma_mean"] > 0) & (series["luma_mean"] < 255))
     assert len(fig.data[0].x) == result.info.packet_size_bytes.size
+    go.Figure(fig.to_plotly_json())  # built unvalidated (figure_style.plain_figure): plotly's names only
 
 
 def test_summary_words_plurals_and_times(result):

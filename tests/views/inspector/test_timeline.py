@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 from conftest import requires_cvp
 
@@ -67,6 +68,9 @@ def test_every_trace_is_named_and_carries_frame_indices(result):
         assert t.name
         assert t.customdata is not None and len(t.customdata) == len(t.x)
     fig.to_json()  # serialisable for the browser
+    # Built without validation (figure_style.plain_figure): every property must still be plotly's.
+    go.Figure(fig.to_plotly_json())
+    go.Figure(timeline.prepare_timeline(result, paper=True).to_plotly_json())
 
 
 def test_cursor_sits_at_the_given_frame(result):
