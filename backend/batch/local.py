@@ -59,6 +59,44 @@ def remove_partials(task: UnitTask) -> None:
                 shutil.rmtree(old, ignore_errors=True)
 
 
+def _openblas_setters() -> list[Callable[[int], None]]:
+    """The thread-count setters of the OpenBLAS libraries loaded in this process (numpy's)."""
+    import ctypes
+
+    setters = []
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.rsplit("/", 1)[-1].lower()}
+    except OSError:  # not Linux
+        return setters
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("openblas_set_num_threads64_", "openblas_set_num_threads"):
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setters.append(setter)
+                break
+    return setters
+
+
+def limit_threads() -> None:
+    """Worker initializer of both engines: the math libraries' thread pools to one thread.
+
+    A worker runs one video on one core (each selector decodes on one FFmpeg thread, as its
+    ``workers`` = 1 says), so pools sized to the machine would oversubscribe the cores the
+    other workers use: OpenCV's (one thread per core, made at its first parallel call) and
+    numpy's OpenBLAS (made at import, parked from now on). Neither changes a result.
+    """
+    import cv2
+
+    cv2.setNumThreads(1)
+    for setter in _openblas_setters():
+        setter(1)
+
+
 def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
     """A worker: run the units that arrive on ``conn``, one at a time, until told to stop."""
     import importlib
@@ -67,6 +105,7 @@ def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
 
     # Ctrl-C reaches the whole process group: the parent ends us, after its own clean-up.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_threads()
     for name in _PRELOAD:  # now, so that the first video's seconds are its own
         importlib.import_module(name)
     conn.send(("ready", os.getpid()))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from backend.batch.local import AbortSwitch, RowCallback, remove_partials
+from backend.batch.local import AbortSwitch, RowCallback, limit_threads, remove_partials
 from backend.batch.unit import UnitTask, failed_row
 from backend.errors import InputError
 
@@ -29,6 +29,8 @@ def ray_unit(task: UnitTask, abort: AbortSwitch | None = None) -> dict[str, Any]
     import os
 
     from backend.batch.unit import run_unit
+
+    limit_threads()  # cheap; a Ray worker process runs many tasks, a cluster's without our env
 
     def on_stage(stage: str) -> None:
         if abort is not None and abort.rel_path == task.rel_path and abort.stage == stage:
