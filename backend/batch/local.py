@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from multiprocessing import connection, get_context
 from typing import Any
 
-from backend.batch.unit import UnitTask, failed_row
+from backend.batch.unit import UnitTask, failed_row, remove_partials
 from backend.errors import PipelineError
 
 RowCallback = Callable[[dict[str, Any]], None]
 _STOP_TIMEOUT_SECS = 5.0
 _PRELOAD = ("backend.pipeline.runner", "backend.cvp_format", "backend.runs", "backend.store")
 _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -40,23 +41,6 @@ def crash_message(task: UnitTask, exit_code: int | None, stage: str | None) -> s
         name = f"signal {-exit_code}"
     what = "the decoder crashed" if -exit_code in _CRASH_SIGNALS else "the worker was killed"
     return f"{task.path}: {what} ({name}){during}"
-
-
-def remove_partials(task: UnitTask) -> None:
-    """Undo what a unit killed mid-way left: ``write_output``'s hidden partial folder, and the
-    earlier output it had moved aside (put back)."""
-    import shutil
-    from pathlib import Path
-
-    out = Path(task.out_dir)
-    with contextlib.suppress(OSError):
-        for partial in out.parent.glob(f".{out.name}.partial-*"):
-            shutil.rmtree(partial, ignore_errors=True)
-        for old in out.parent.glob(f".{out.name}.old-*"):
-            if not out.exists():
-                old.rename(out)
-            else:
-                shutil.rmtree(old, ignore_errors=True)
 
 
 def _openblas_setters() -> list[Callable[[int], None]]:
@@ -97,12 +81,24 @@ def limit_threads() -> None:
         setter(1)
 
 
-def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
+def _die_with(parent_pid: int) -> None:
+    """Linux: be killed when the batch process dies, however it dies (SIGKILL, the OOM killer),
+    rather than finish a video nobody collects and race the next run over its folder."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # it died before the request took effect
+        os._exit(1)
+
+
+def _worker_main(conn: Any, abort: AbortSwitch | None, parent_pid: int) -> None:
     """A worker: run the units that arrive on ``conn``, one at a time, until told to stop."""
     import importlib
 
     from backend.batch.unit import run_unit
 
+    _die_with(parent_pid)
     # Ctrl-C reaches the whole process group: the parent ends us, after its own clean-up.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     limit_threads()
@@ -143,7 +139,7 @@ def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
 class _Worker:
     def __init__(self, context: Any, abort: AbortSwitch | None) -> None:
         self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_worker_main, args=(child, abort), daemon=True)
+        self.process = context.Process(target=_worker_main, args=(child, abort, os.getpid()), daemon=True)
         self.process.start()
         child.close()
         self.task: UnitTask | None = None

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from backend.batch.local import AbortSwitch, RowCallback, limit_threads, remove_partials
-from backend.batch.unit import UnitTask, failed_row
+from backend.batch.local import AbortSwitch, RowCallback, limit_threads
+from backend.batch.unit import UnitTask, failed_row, remove_partials
 from backend.errors import InputError
 
 AGENT_START_TIMEOUT_MS = 300_000

@@ -221,3 +221,44 @@ def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: 
     summary = json.loads(rerun.stdout)
     assert {Path(p).name for p in summary["skipped_paths"]} == finished
     assert summary["done"] == 3 - len(finished)
+
+
+def test_a_killed_batch_process_takes_its_workers_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
+    folder = tmp_path / "real"
+    folder.mkdir()
+    for name in ("a.mp4", "b.mp4", "c.mp4"):
+        shutil.copy(REAL_CLIPS / "real_h264_film_friday.mp4", folder / name)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "batch", folder, "--out", out, "--workers", "1"],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while not list(out.glob("videos/*/codec_lens_batch.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = {
+        int(p) for t in Path(f"/proc/{proc.pid}/task").iterdir() for p in (t / "children").read_text().split()
+    }
+    assert workers, "no worker running"
+    proc.kill()  # SIGKILL: no clean-up of its own
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    assert not alive, f"workers {alive} outlived the batch process"
+    finished = {p.parent.name for p in out.glob("videos/*/codec_lens_batch.json")}
+    assert finished and finished != {"a.mp4", "b.mp4", "c.mp4"}
+    unfinished = sorted({"a.mp4", "b.mp4", "c.mp4"} - finished)[0]
+    (out / "videos" / f".{unfinished}.partial-killed").mkdir()  # as a kill during its write leaves
+    rerun = run_cli_forked("batch", folder, "--out", out, "--workers", "2", "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads(rerun.stdout)
+    assert {Path(p).name for p in summary["skipped_paths"]} == finished
+    assert summary["done"] == 3 - len(finished)
+    rows = read_summary_parquet(out / "batch.parquet")
+    assert sorted(rows["rel_path"]) == ["a.mp4", "b.mp4", "c.mp4"]
+    # Partial folders of a killed write are cleared by the rerun's unit of that video.
+    assert not [p for p in out.rglob(".*") if ".partial-" in p.name or ".old-" in p.name]
