@@ -192,10 +192,12 @@ def test_invalid_flags_are_one_line_and_run_nothing(
     assert not (tmp_path / "out" / "videos").exists()
 
 
-def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
+def _batch_until_one_is_done(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[str]]:
+    """A batch of three real clips on one worker, running, once its first video is done (~1 s
+    each: what follows lands mid-batch): (input folder, output folder, the batch process)."""
     folder = tmp_path / "real"
     folder.mkdir()
-    for name in ("a.mp4", "b.mp4", "c.mp4"):  # ~1 s each on one worker: Ctrl-C lands mid-batch
+    for name in ("a.mp4", "b.mp4", "c.mp4"):
         shutil.copy(REAL_CLIPS / "real_h264_film_friday.mp4", folder / name)
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -208,6 +210,11 @@ def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: 
     deadline = time.monotonic() + 300
     while not list(out.glob("videos/*/codec_lens_batch.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return folder, out, proc
+
+
+def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
+    folder, out, proc = _batch_until_one_is_done(tmp_path)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
@@ -224,26 +231,13 @@ def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: 
 
 
 def test_a_killed_batch_process_takes_its_workers_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
-    folder = tmp_path / "real"
-    folder.mkdir()
-    for name in ("a.mp4", "b.mp4", "c.mp4"):
-        shutil.copy(REAL_CLIPS / "real_h264_film_friday.mp4", folder / name)
-    out = tmp_path / "out"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "batch", folder, "--out", out, "--workers", "1"],
-        cwd=REPO_ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 300
-    while not list(out.glob("videos/*/codec_lens_batch.json")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    folder, out, proc = _batch_until_one_is_done(tmp_path)
     workers = {
         int(p) for t in Path(f"/proc/{proc.pid}/task").iterdir() for p in (t / "children").read_text().split()
     }
     assert workers, "no worker running"
     proc.kill()  # SIGKILL: no clean-up of its own
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)
     deadline = time.monotonic() + 30
     while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
