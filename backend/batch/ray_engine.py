@@ -1,8 +1,9 @@
 """The Ray engine: one Ray task per video, on a local Ray or a cluster; a crash costs one video.
 
-One task per video was measured against Ray Data's ``map_batches`` (docs/batch.md): the same
-throughput at ~1 s per video, and a task is the unit Ray retries, cancels and reports a dead
-worker for, so a crash fails one video's row rather than a batch of them. Workers write each
+One task per video was measured against Ray Data's ``map_batches`` with batches of 1 and 4
+(docs/batch.md, bench/batch_ray_modes.py): no difference beyond the noise, and a task is the
+unit Ray retries, cancels and reports a dead worker for, so a crash fails one video's row
+rather than a batch of them (and the extra needs no pyarrow). Workers write each
 video's output folder themselves: the batch's output folder must be on storage every node sees.
 """
 
