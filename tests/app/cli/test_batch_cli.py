@@ -126,7 +126,9 @@ def test_every_selector_runs_a_batch_and_a_preset_sets_its_values(tmp_path: Path
     from app.tabs.dataset import _stored_options
     from backend.selectors import UniformOptions
 
-    assert _stored_options(tmp_path / "uniform" / "videos" / "a.mp4") == UniformOptions(num_frames=6)
+    assert _stored_options(tmp_path / "uniform" / "videos" / "a.mp4") == UniformOptions(
+        num_frames=6, workers=1
+    )
     # A preset names its selector: mage-vl is cvp with patch 16 and up to 256 samples.
     out = tmp_path / "mage"
     listed = tmp_path / "data" / "one.txt"
