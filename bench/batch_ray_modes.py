@@ -5,8 +5,10 @@ Usage::
     python bench/batch_ray_modes.py DIR [--cpus 2] [--rounds 2]
 
 Needs Ray with Ray Data (``pip install 'ray[data]'``, which brings pyarrow; codec-lens[ray]
-installs Ray core only). One local Ray (``--cpus`` CPUs, started once, so start-up is not
-counted) runs, alternately, each round:
+installs Ray core only). Without touching the environment: ``pip install --target
+/tmp/raydata 'pyarrow<21'`` (20.x still takes numpy 1.26) and ``PYTHONPATH=/tmp/raydata``.
+One local Ray (``--cpus`` CPUs, started once, so start-up is not counted) runs, alternately,
+each round:
 
 * ``tasks``: ``backend.batch.ray_engine.run_ray``, one task per video (1 CPU each);
 * ``data``: ``ray.data.from_items(tasks).map_batches(fn, batch_size=B, num_cpus=1,
@@ -49,7 +51,14 @@ def main() -> int:
     from backend.batch import BatchConfig, plan_batch
     from backend.batch.ray_engine import local_ray_options, run_ray
 
-    ray.init(**local_ray_options(args.cpus))
+    options = local_ray_options(args.cpus)
+    # Ray Data needs pyarrow, which codec-lens[ray] does not install: a throwaway
+    # ``pip install --target DIR 'pyarrow<21'`` on PYTHONPATH reaches the Ray workers too.
+    extra = os.environ.get("PYTHONPATH")
+    if extra:
+        env = options["runtime_env"]["env_vars"]
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], extra])
+    ray.init(**options)
     ray.data.DataContext.get_current().enable_progress_bars = False
     walls: dict[str, list[float]] = {"tasks": [], "data b=1": [], "data b=4": []}
     try:

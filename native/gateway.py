@@ -663,7 +663,11 @@ def decode_frames_rgb(
         for frame_index, frame in enumerate(container.decode(stream)):
             if frame_index in wanted_set:
                 result[frame_index] = frame.to_ndarray(
-                    format="rgb24", width=out_width, height=out_height, interpolation="AREA"
+                    format="rgb24",
+                    width=out_width,
+                    height=out_height,
+                    interpolation="AREA",
+                    threads=thread_count,  # swscale's threads follow the decoder's
                 )
             if frame_index >= last:
                 break

@@ -101,7 +101,8 @@ def iter_stream(
         wanted frames.
     frame_threads : ``thread_type`` AUTO (frame and slice threads, as lmms-video-utils decodes);
         False uses slice threads only (exported side data then matches a single-threaded decode).
-    thread_count : decoder threads (0: FFmpeg's choice, as lmms-video-utils leaves it).
+    thread_count : decoder threads, and swscale's for the RGB conversion (0: FFmpeg's choice, as
+        lmms-video-utils leaves it; 1: no thread of their own).
     skip_unwanted : let the decoder skip the non-reference frames that are not wanted
         (``skip_frame`` NONREF for their packets): nothing depends on them, so the wanted frames
         come out the same, and frames are indexed by their presentation timestamp instead of
@@ -160,7 +161,7 @@ def iter_stream(
                     }
                     first = False
                     if index in wanted:
-                        item["rgb"] = frame.to_ndarray(format="rgb24")
+                        item["rgb"] = frame.to_ndarray(format="rgb24", threads=thread_count)
                         if motion_vectors:
                             item["mvs"] = _vectors(frame)
                     yield item

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from multiprocessing import connection, get_context
 from typing import Any
 
-from backend.batch.unit import UnitTask, failed_row
+from backend.batch.unit import UnitTask, failed_row, remove_partials
 from backend.errors import PipelineError
 
 RowCallback = Callable[[dict[str, Any]], None]
 _STOP_TIMEOUT_SECS = 5.0
 _PRELOAD = ("backend.pipeline.runner", "backend.cvp_format", "backend.runs", "backend.store")
 _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @dataclass(frozen=True)
@@ -42,31 +43,65 @@ def crash_message(task: UnitTask, exit_code: int | None, stage: str | None) -> s
     return f"{task.path}: {what} ({name}){during}"
 
 
-def remove_partials(task: UnitTask) -> None:
-    """Undo what a unit killed mid-way left: ``write_output``'s hidden partial folder, and the
-    earlier output it had moved aside (put back)."""
-    import shutil
-    from pathlib import Path
+def _openblas_setters() -> list[Callable[[int], None]]:
+    """The thread-count setters of the OpenBLAS libraries loaded in this process (numpy's)."""
+    import ctypes
 
-    out = Path(task.out_dir)
-    with contextlib.suppress(OSError):
-        for partial in out.parent.glob(f".{out.name}.partial-*"):
-            shutil.rmtree(partial, ignore_errors=True)
-        for old in out.parent.glob(f".{out.name}.old-*"):
-            if not out.exists():
-                old.rename(out)
-            else:
-                shutil.rmtree(old, ignore_errors=True)
+    setters = []
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.rsplit("/", 1)[-1].lower()}
+    except OSError:  # not Linux
+        return setters
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("openblas_set_num_threads64_", "openblas_set_num_threads"):
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setters.append(setter)
+                break
+    return setters
 
 
-def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
+def limit_threads() -> None:
+    """Worker initializer of both engines: the math libraries' thread pools to one thread.
+
+    A worker runs one video on one core (each selector decodes on one FFmpeg thread, as its
+    ``workers`` = 1 says), so pools sized to the machine would oversubscribe the cores the
+    other workers use: OpenCV's (one thread per core, made at its first parallel call) and
+    numpy's OpenBLAS (made at import, parked from now on). Neither changes a result.
+    """
+    import cv2
+
+    cv2.setNumThreads(1)
+    for setter in _openblas_setters():
+        setter(1)
+
+
+def _die_with(parent_pid: int) -> None:
+    """Linux: be killed when the batch process dies, however it dies (SIGKILL, the OOM killer),
+    rather than finish a video nobody collects and race the next run over its folder."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # it died before the request took effect
+        os._exit(1)
+
+
+def _worker_main(conn: Any, abort: AbortSwitch | None, parent_pid: int) -> None:
     """A worker: run the units that arrive on ``conn``, one at a time, until told to stop."""
     import importlib
 
     from backend.batch.unit import run_unit
 
+    _die_with(parent_pid)
     # Ctrl-C reaches the whole process group: the parent ends us, after its own clean-up.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    limit_threads()
     for name in _PRELOAD:  # now, so that the first video's seconds are its own
         importlib.import_module(name)
     conn.send(("ready", os.getpid()))
@@ -104,7 +139,7 @@ def _worker_main(conn: Any, abort: AbortSwitch | None) -> None:
 class _Worker:
     def __init__(self, context: Any, abort: AbortSwitch | None) -> None:
         self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_worker_main, args=(child, abort), daemon=True)
+        self.process = context.Process(target=_worker_main, args=(child, abort, os.getpid()), daemon=True)
         self.process.start()
         child.close()
         self.task: UnitTask | None = None

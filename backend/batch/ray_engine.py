@@ -1,8 +1,9 @@
 """The Ray engine: one Ray task per video, on a local Ray or a cluster; a crash costs one video.
 
-One task per video was measured against Ray Data's ``map_batches`` (docs/batch.md): the same
-throughput at ~1 s per video, and a task is the unit Ray retries, cancels and reports a dead
-worker for, so a crash fails one video's row rather than a batch of them. Workers write each
+One task per video was measured against Ray Data's ``map_batches`` with batches of 1 and 4
+(docs/batch.md, bench/batch_ray_modes.py): no difference beyond the noise, and a task is the
+unit Ray retries, cancels and reports a dead worker for, so a crash fails one video's row
+rather than a batch of them (and the extra needs no pyarrow). Workers write each
 video's output folder themselves: the batch's output folder must be on storage every node sees.
 """
 
@@ -13,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from backend.batch.local import AbortSwitch, RowCallback, remove_partials
-from backend.batch.unit import UnitTask, failed_row
+from backend.batch.local import AbortSwitch, RowCallback, limit_threads
+from backend.batch.unit import UnitTask, failed_row, remove_partials
 from backend.errors import InputError
 
 AGENT_START_TIMEOUT_MS = 300_000
@@ -29,6 +30,8 @@ def ray_unit(task: UnitTask, abort: AbortSwitch | None = None) -> dict[str, Any]
     import os
 
     from backend.batch.unit import run_unit
+
+    limit_threads()  # cheap; a Ray worker process runs many tasks, a cluster's without our env
 
     def on_stage(stage: str) -> None:
         if abort is not None and abort.rel_path == task.rel_path and abort.stage == stage:

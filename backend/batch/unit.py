@@ -7,6 +7,7 @@ seam" section, which look the selector, its options class and its presets up in
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -356,6 +357,23 @@ def _stored(session_db: str) -> Callable[[str], bool]:
     return check
 
 
+def remove_partials(task: UnitTask) -> None:
+    """Undo what a unit killed mid-way left: ``write_output``'s hidden partial folder, and the
+    earlier output it had moved aside (put back). Also run as a unit starts, for what a killed
+    batch process left."""
+    import shutil
+
+    out = Path(task.out_dir)
+    with contextlib.suppress(OSError):
+        for partial in out.parent.glob(f".{out.name}.partial-*"):
+            shutil.rmtree(partial, ignore_errors=True)
+        for old in out.parent.glob(f".{out.name}.old-*"):
+            if not out.exists():
+                old.rename(out)
+            else:
+                shutil.rmtree(old, ignore_errors=True)
+
+
 def run_unit(task: UnitTask, *, on_stage: StageCallback | None = None) -> dict[str, Any]:
     """Process one video: its output folder (cvp layout + :data:`UNIT_RECORD`) and its summary row.
 
@@ -380,6 +398,7 @@ def run_unit(task: UnitTask, *, on_stage: StageCallback | None = None) -> dict[s
     t0 = time.perf_counter()
     content: str | None = None
     try:
+        remove_partials(task)
         record = read_record(task.out_dir)
         stage("hash")
         stat = _stat_key(task.path)

@@ -50,6 +50,7 @@ from backend.stages import pack as pack_mod
 from backend.stages import probe as probe_mod
 from backend.stages import quality as quality_mod
 from backend.stages import sample as sample_mod
+from backend.stages.decode import decoder_thread_count
 from backend.stages.geometry import check_frame_size
 from backend.stages.score import NORMALISERS, ScoreConfig, patch_and_block_sums, upsample
 from backend.stages.signals import SIGNALS, SignalConfig, compute_signals
@@ -147,7 +148,13 @@ class OnevisionOptions:
     canvas_format: str = param(
         "jpg", label="Canvas format", help="jpg (quality 95) or png", choices=CANVAS_FORMATS
     )
-    workers: int = param(2, label="Workers", help="threads for the bad-frame test", min=1, max=64)
+    workers: int = param(
+        2,
+        label="Workers",
+        help="threads for the bad-frame test; 1 also decodes on one thread (as a batch runs)",
+        min=1,
+        max=64,
+    )
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -770,7 +777,13 @@ def select_onevision(
             info, config=LetterboxConfig(square_size=o.square_size, patch_size=o.patch_size)
         ),
     )
-    signal_cfg = SignalConfig(kind=o.signal, mv_weight=o.w_mv, residual_weight=o.w_res, percentile=o.pct)
+    signal_cfg = SignalConfig(
+        kind=o.signal,
+        mv_weight=o.w_mv,
+        residual_weight=o.w_res,
+        percentile=o.pct,
+        threads=decoder_thread_count(o.workers),
+    )
     decoded, content, _exactness = timed(
         "decode", lambda: decode_letterboxed(info, candidates, geometry, config=signal_cfg)
     )

@@ -33,6 +33,7 @@ from backend.records import (
     Selection,
     VideoInfo,
 )
+from backend.stages.decode import decoder_thread_count
 from backend.stages.geometry import GeometryConfig, resolve_geometry
 from backend.stages.pack import PackConfig, pack
 from backend.stages.probe import ProbeConfig, probe
@@ -65,6 +66,13 @@ class UniformOptions:
     canvas_format: str = param(
         "jpg", label="Canvas format", help="jpg (quality 95) or png", choices=("jpg", "png")
     )
+    workers: int = param(
+        2,
+        label="Decode workers",
+        help="1 decodes on one thread (as a batch runs); more lets FFmpeg choose its threads",
+        min=1,
+        max=64,
+    )
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -96,7 +104,7 @@ def uniform_indices(total: int, n: int) -> np.ndarray:
     return np.round(np.linspace(0, total - 1, n)).astype(np.int32)
 
 
-def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int]) -> DecodedFrames:
+def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int], *, threads: int) -> DecodedFrames:
     h, w = hw
     n = int(ids.size)
     pixels = np.empty((n, h, w, 3), np.uint8)
@@ -104,7 +112,7 @@ def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int]) -> DecodedFra
     row_of = {int(fid): row for row, fid in enumerate(ids)}
     reached = np.zeros(n, bool)
     try:
-        for item in stream_decode.iter_stream(info.path, frozenset(row_of)):
+        for item in stream_decode.iter_stream(info.path, frozenset(row_of), thread_count=threads):
             row = row_of.get(item["frame_index"])
             if row is None:
                 continue
@@ -179,7 +187,7 @@ def select_uniform(
         )
         step("geometry", t0)
         t0 = time.perf_counter()
-        decoded = _decode(info, ids, geometry.processed_hw)
+        decoded = _decode(info, ids, geometry.processed_hw, threads=decoder_thread_count(options.workers))
         quality = FrameQuality(good=np.ones(ids.size, bool), reasons=("",) * int(ids.size))
         step("decode", t0)
     else:

@@ -353,11 +353,16 @@ class DecodeResult(NamedTuple):
     per_frame: FrameResults
 
 
+def decoder_thread_count(workers: int) -> int:
+    """FFmpeg's threads (decoder and swscale) for a run given ``workers``: 1 for a one-worker
+    run (a batch runs one video per process and per core, so threads of FFmpeg's own would
+    oversubscribe them), else 0 (FFmpeg's choice). Every selector's decode follows this rule."""
+    return 1 if workers == 1 else 0
+
+
 def decoder_threads(config: DecodeConfig) -> int:
-    """FFmpeg decoder threads of a normal decode: 1 for a one-worker run (a batch runs one
-    video per process and per core, so a threaded decoder would oversubscribe them), else 0
-    (FFmpeg's choice)."""
-    return 1 if config.workers == 1 else 0
+    """FFmpeg threads of the decode stage's normal decode (:func:`decoder_thread_count`)."""
+    return decoder_thread_count(config.workers)
 
 
 def decode_signal(

@@ -55,6 +55,13 @@ class StreamDecodeConfig:
         help="let the decoder skip non-reference frames that are not sampled (nothing depends on them); "
         "off where parity needs the reference's packet-size attribution, which counts every frame",
     )
+    threads: int = param(
+        0,
+        label="Decoder threads",
+        help="FFmpeg's decoder and conversion threads (0: its choice, as lmms-video-utils leaves it)",
+        min=0,
+        max=64,
+    )
     profile: Profile = param(
         "clean",
         label="Profile",
@@ -171,6 +178,7 @@ def decode_stream(
             # Frame threads race the motion-vector export; clean decodes those with slice threads.
             frame_threads=parity or not want_mvs,
             skip_unwanted=config.skip_unwanted,
+            thread_count=config.threads,
         )
         for item in stream:
             decoded_count += 1

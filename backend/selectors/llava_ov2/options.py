@@ -13,6 +13,7 @@ from backend.selectors.llava_ov2.gop import GopConfig
 from backend.selectors.llava_ov2.quota import QuotaConfig
 from backend.selectors.llava_ov2.sample import LlavaSampleConfig
 from backend.selectors.llava_ov2.score import ScoreConfig
+from backend.stages.decode import decoder_thread_count
 
 CANVAS_FORMATS = ("jpg", "png")
 
@@ -75,6 +76,14 @@ class LlavaOv2Options:
         "jpg", label="Canvas format", help="jpg (quality 95) or png", choices=CANVAS_FORMATS
     )
     reference_threads: int = option_of(StreamDecodeConfig, "reference_threads")
+    workers: int = param(
+        2,
+        label="Decode workers",
+        help="1 decodes on one thread (as a batch runs); more lets FFmpeg choose its threads, as it "
+        "always does when parity attributes packet sizes (they follow the decoder's frame threads)",
+        min=1,
+        max=64,
+    )
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -146,6 +155,9 @@ class LlavaOv2Options:
                 mv_edge_weight=self.mv_edge_weight,
                 reference_threads=self.reference_threads,
                 skip_unwanted=not self.needs_packet_attribution,
+                # Which decode call returns a frame depends on FFmpeg's frame threads: parity's
+                # packet attribution keeps the reference's (FFmpeg's choice).
+                threads=0 if self.needs_packet_attribution else decoder_thread_count(self.workers),
                 profile=prof,
             ),
             "group": GopConfig(

@@ -126,7 +126,9 @@ def test_every_selector_runs_a_batch_and_a_preset_sets_its_values(tmp_path: Path
     from app.tabs.dataset import _stored_options
     from backend.selectors import UniformOptions
 
-    assert _stored_options(tmp_path / "uniform" / "videos" / "a.mp4") == UniformOptions(num_frames=6)
+    assert _stored_options(tmp_path / "uniform" / "videos" / "a.mp4") == UniformOptions(
+        num_frames=6, workers=1
+    )
     # A preset names its selector: mage-vl is cvp with patch 16 and up to 256 samples.
     out = tmp_path / "mage"
     listed = tmp_path / "data" / "one.txt"
@@ -192,13 +194,16 @@ def test_invalid_flags_are_one_line_and_run_nothing(
     assert not (tmp_path / "out" / "videos").exists()
 
 
-def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
+NAMES = [f"{c}.mp4" for c in "abcdefgh"]
+
+
+def _batch_until_one_is_done(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[str]]:
+    """A batch of eight real clips on one worker, running, once its first video is done (~1 s
+    each: what follows lands mid-batch even when this process is slow to notice, as on a loaded
+    CI machine): (input folder, output folder, the batch process)."""
     folder = tmp_path / "real"
     folder.mkdir()
-    # ~1 s each on one worker: Ctrl-C lands mid-batch even when this process is slow to notice
-    # the first finished video (a loaded CI machine).
-    names = [f"{c}.mp4" for c in "abcdefgh"]
-    for name in names:
+    for name in NAMES:
         shutil.copy(REAL_CLIPS / "real_h264_film_friday.mp4", folder / name)
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -211,16 +216,49 @@ def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: 
     deadline = time.monotonic() + 300
     while not list(out.glob("videos/*/codec_lens_batch.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return folder, out, proc
+
+
+def test_ctrl_c_keeps_the_finished_videos_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
+    folder, out, proc = _batch_until_one_is_done(tmp_path)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr
     rows = read_summary_parquet(out / "batch.parquet")
     finished = set(rows.loc[rows["status"] == "done", "rel_path"])
-    assert finished and len(rows) < len(names) and set(rows["status"]) == {"done"}
+    assert finished and len(rows) < len(NAMES) and set(rows["status"]) == {"done"}
     assert not [p for p in out.rglob(".*") if ".partial-" in p.name]
     rerun = run_cli_forked("batch", folder, "--out", out, "--workers", "2", "--json")
     assert rerun.returncode == 0, rerun.stderr
     summary = json.loads(rerun.stdout)
     assert {Path(p).name for p in summary["skipped_paths"]} == finished
-    assert summary["done"] == len(names) - len(finished)
+    assert summary["done"] == len(NAMES) - len(finished)
+
+
+def test_a_killed_batch_process_takes_its_workers_and_the_rerun_does_the_rest(tmp_path: Path) -> None:
+    folder, out, proc = _batch_until_one_is_done(tmp_path)
+    workers = {
+        int(p) for t in Path(f"/proc/{proc.pid}/task").iterdir() for p in (t / "children").read_text().split()
+    }
+    assert workers, "no worker running"
+    proc.kill()  # SIGKILL: no clean-up of its own
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    assert not alive, f"workers {alive} outlived the batch process"
+    finished = {p.parent.name for p in out.glob("videos/*/codec_lens_batch.json")}
+    assert finished and finished != set(NAMES)
+    unfinished = sorted(set(NAMES) - finished)[0]
+    (out / "videos" / f".{unfinished}.partial-killed").mkdir()  # as a kill during its write leaves
+    rerun = run_cli_forked("batch", folder, "--out", out, "--workers", "2", "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads(rerun.stdout)
+    assert {Path(p).name for p in summary["skipped_paths"]} == finished
+    assert summary["done"] == len(NAMES) - len(finished)
+    rows = read_summary_parquet(out / "batch.parquet")
+    assert sorted(rows["rel_path"]) == NAMES
+    # Partial folders of a killed write are cleared by the rerun's unit of that video.
+    assert not [p for p in out.rglob(".*") if ".partial-" in p.name or ".old-" in p.name]

@@ -57,8 +57,23 @@ def test_presets_and_other_selectors_resolve_from_the_selector_table() -> None:
     assert mage.options.workers == 1 and mage.cap_sampled_frames
     assert mage.key != resolve_options("cvp").key
     uniform = resolve_options("uniform", None, {"num_frames": "6"})
-    assert uniform.options.num_frames == 6 and not hasattr(uniform.options, "workers")
+    assert uniform.options.num_frames == 6 and uniform.options.workers == 1
     assert resolve_options("onevision").options.workers == 1
+
+
+def test_every_selector_resolves_to_one_decoder_thread_in_a_batch() -> None:
+    from backend.selectors import SELECTORS
+    from backend.selectors.llava_ov2.options import LlavaOv2Options
+    from backend.stages.decode import decoder_thread_count
+
+    for selector in SELECTORS.names:
+        assert resolve_options(selector).options.workers == 1, selector
+    assert decoder_thread_count(1) == 1 and decoder_thread_count(2) == 0
+    assert resolve_options("llava-ov2").options.stage_configs()["decode"].threads == 1
+    # Parity's packet attribution follows FFmpeg's frame threads: it keeps FFmpeg's choice.
+    attributing = LlavaOv2Options(profile="parity", gop_mode="bitcost", workers=1)
+    assert attributing.needs_packet_attribution
+    assert attributing.stage_configs()["decode"].threads == 0
 
 
 def test_temporal_coverage_counts_frames_with_a_valid_token() -> None:
