@@ -140,14 +140,15 @@ def viewed_frame(views: CanvasViews, run_id: str, row: Any) -> int | None:
 
 def follow(views: CanvasViews, run_id: str, row: Any, drawn: str) -> tuple[Any, ...]:
     """On opening the tab: redraw for the open run and the viewer's frame, unless it shows them
-    already (``drawn``: the ``run_id:frame`` it last drew); the new ``drawn`` last."""
+    already (``drawn``: the ``run_id:frame`` it last drew); the prompt, then the new ``drawn``
+    last (11 outputs)."""
     if not run_id:  # the page has not opened its run yet; the run's arrival redraws
-        return (*(gr.update(),) * 9, drawn)
+        return (*(gr.update(),) * 10, drawn)
     frame = viewed_frame(views, run_id, row)
     key = f"{run_id}:{frame}"
     if key == drawn:
-        return (*(gr.update(),) * 9, drawn)
-    return (*refresh(views, run_id, frame), key)
+        return (*(gr.update(),) * 10, drawn)
+    return (*refresh(views, run_id, frame), canvas_prompt(views, run_id), key)
 
 
 def canvas_prompt(views: CanvasViews, run_id: str) -> str:
@@ -261,7 +262,6 @@ def build_canvas_tab(
         interactive=False,
         elem_id="canvas_prompt",
     )
-    run_id.change(lambda rid: canvas_prompt(views, rid), run_id, prompt, api_name=False)
     with gr.Row():
         with gr.Column(scale=1):
             hover = gr.Plot(value=first(2), label="Selected canvas: patch sources", elem_id="canvas_hover")
@@ -293,13 +293,16 @@ def build_canvas_tab(
     outputs = [header, gallery, hover, frame_pick, recon, recon_info, coverage, round_trip, sparse]
     if tab is None:
         run_id.change(lambda rid: refresh(views, rid), run_id, outputs, api_name=False)
+        run_id.change(lambda rid: canvas_prompt(views, rid), run_id, prompt, api_name=False)
     else:
+        # The prompt is drawn with the rest only while the tab is open: a re-selection in the
+        # inspector sends no event here otherwise.
         drawn = gr.State(f"{run_id.value}:{first(3, {}).get('value')}")
         row_input = viewer_row if viewer_row is not None else gr.State(None)
         tab.select(
             lambda rid, row, d: follow(views, rid, row, d),
             [run_id, row_input, drawn],
-            [*outputs, drawn],
+            [*outputs, prompt, drawn],
             api_name=False,
         )
         if tabs is not None:
@@ -309,10 +312,12 @@ def build_canvas_tab(
                 return evt.value == tab.label
 
             def on_run(rid: str, row: Any, d: str, open_now: bool) -> tuple[Any, ...]:
-                return follow(views, rid, row, d) if open_now else (*(gr.update(),) * 9, d)
+                return follow(views, rid, row, d) if open_now else (*(gr.update(),) * 10, d)
 
             tabs.select(on_tab, None, is_open, api_name=False)
-            run_id.change(on_run, [run_id, row_input, drawn, is_open], [*outputs, drawn], api_name=False)
+            run_id.change(
+                on_run, [run_id, row_input, drawn, is_open], [*outputs, prompt, drawn], api_name=False
+            )
 
     def on_select(rid: str, evt: gr.SelectData) -> tuple[Any, Any]:
         return pick_canvas(views, rid, evt.index)
