@@ -6,6 +6,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,24 @@ def open_page(
             # Also when a test or fixture failed: a renderer left behind keeps a CPU busy
             # and slows every later test.
             browser.close()
+
+
+def anamorphic_clip(path: Path) -> Path:
+    """36 frames of 352×288 H.264 with pixel aspect 16:11 (a PAL-like anamorphic clip)."""
+    import av
+    from clips import render_frame
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=24, options={"g": "12", "crf": "28"})
+        stream.width, stream.height, stream.pix_fmt = 352, 288, "yuv420p"
+        stream.codec_context.sample_aspect_ratio = Fraction(16, 11)
+        for i in range(36):
+            frame = av.VideoFrame.from_ndarray(render_frame(i, width=352, height=288), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
 
 
 FIRST_FRAME_JS = (
