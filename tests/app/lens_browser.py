@@ -144,3 +144,22 @@ def screenshot(page: Any, name: str) -> Path:
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000
     return path
+
+
+def info_line(page: Any) -> str:
+    """The inspector's info line (``candidate R · frame F · …``)."""
+    return str(page.locator("#frame_info").inner_text())
+
+
+def shown_frame(page: Any) -> int:
+    """The frame_index the info line names."""
+    return int(info_line(page).split(" · ")[1].split()[1])
+
+
+def go_to_candidate(page: Any, row: int) -> None:
+    """Move the candidate slider to ``row`` and wait until the info line shows it."""
+    page.locator("#frame_slider input[type=range]").fill(str(row))
+    page.wait_for_function(
+        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
+        timeout=30_000,
+    )

@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lens_browser import ARTIFACTS, BROWSER_MARKS, open_inspector_page, served_app
+from lens_browser import (
+    ARTIFACTS,
+    BROWSER_MARKS,
+    go_to_candidate,
+    info_line,
+    open_inspector_page,
+    served_app,
+    shown_frame,
+)
 
 pytestmark = BROWSER_MARKS
 
@@ -58,33 +66,12 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def page(app: dict[str, Any]) -> Iterator[Any]:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with open_inspector_page(app["url"], height=HEIGHT, width=WIDTH) as pg:
         yield pg
 
 
-def _info(page: Any) -> str:
-    return page.locator("#frame_info").inner_text()
-
-
-def _frame(page: Any) -> int:
-    return int(_info(page).split(" · ")[1].split()[1])
-
-
 def _run_id(page: Any) -> str:
     return page.locator("#run_id textarea, #run_id input").first.input_value()
-
-
-def _go(page: Any, row: int) -> None:
-    page.locator("#frame_slider input[type=range]").fill(str(row))
-    page.wait_for_function(
-        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
-        timeout=30_000,
-    )
-
-
-def _src(page: Any) -> str:
-    return page.locator("#frame_img").get_attribute("src") or ""
 
 
 def _viewer_shot(page: Any, name: str) -> None:
@@ -94,6 +81,7 @@ def _viewer_shot(page: Any, name: str) -> None:
     x, y = top["x"] - 8, top["y"] - 8
     right, low = bottom["x"] + bottom["width"] + 8, bottom["y"] + bottom["height"] + 8
     clip = {"x": x, "y": y, "width": right - x, "height": low - y}
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / name), clip=clip)
     assert (ARTIFACTS / name).stat().st_size > 10_000
 
@@ -101,7 +89,7 @@ def _viewer_shot(page: Any, name: str) -> None:
 def test_a_second_run_shows_its_stage_and_a_failed_run_after_it_its_error_alone(
     page: Any, app: dict[str, Any]
 ) -> None:
-    _go(page, 10)
+    go_to_candidate(page, 10)
     page.locator("#set_b_btn").click()  # B: run A, as it is shown now
     assert f"B = run {app['run_a']}" in page.locator("#b_label").inner_text()
     page.get_by_role("tab", name="Run").click()
@@ -143,8 +131,8 @@ def test_the_ab_flip_shows_the_other_run_at_the_same_frame(page: Any, app: dict[
     run_c = _run_id(page)
     assert run_c != app["run_a"]
     page.wait_for_function(f"() => document.querySelector('#frame_img').src.includes('run={run_c}')")
-    _go(page, 5)
-    frame, info_c = _frame(page), _info(page)
+    go_to_candidate(page, 5)
+    frame, info_c = shown_frame(page), info_line(page)
     page.locator("#summary").click()
     page.keyboard.press("b")
     # B is run A at the frame C shows: the image, the tag and the info line all follow.
@@ -175,7 +163,7 @@ def test_the_ab_flip_shows_the_other_run_at_the_same_frame(page: Any, app: dict[
 
 
 def test_play_pause_and_the_signal_plots_playhead(page: Any) -> None:
-    _go(page, 1)
+    go_to_candidate(page, 1)
     page.locator("#play_rate").select_option("2")  # 7 s to the last of 16 candidates, even under load
     page.locator("#play_btn").click()
     assert "pause" in page.locator("#play_btn").inner_text()
@@ -186,11 +174,11 @@ def test_play_pause_and_the_signal_plots_playhead(page: Any) -> None:
     page.locator("#play_btn").click()
     assert "play" in page.locator("#play_btn").inner_text()
     page.wait_for_timeout(300)
-    stopped = _info(page)
+    stopped = info_line(page)
     page.wait_for_timeout(1200)  # 2 frames at 2 fps, had it not stopped
-    assert _info(page) == stopped
+    assert info_line(page) == stopped
     # The playhead of the signal plots stands on the frame the viewer shows.
-    frame = _frame(page)
+    frame = shown_frame(page)
     page.locator("#signal_plots").scroll_into_view_if_needed()
     page.wait_for_selector("#signal_plots .js-plotly-plot", timeout=60_000)
     page.wait_for_function(
