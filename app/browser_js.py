@@ -228,6 +228,25 @@ _VIEWER = """
     if (el && L.pin && L.pin.row === L.row) el.innerHTML = L.pin.html;
     L.drawBoxes();
   };
+  // The info line of the frame shown: A's candidate, or, flipped to another run, B's candidate
+  // nearest A's frame (the row the frame route picks for f=).
+  L.fetchInfo = () => {
+    const p = {run: L.params.run, row: L.params.row};
+    if (L.flipped && L.b && L.b.run !== L.params.run) {
+      const fr = L.bFrames || [], f = L.frameIndex();
+      let best = 0;
+      fr.forEach((x, i) => { if (Math.abs(x - f) < Math.abs(fr[best] - f)) best = i; });
+      Object.assign(p, {run: L.b.run, row: String(best)});
+    }
+    const seq = (L.infoSeq = (L.infoSeq || 0) + 1);
+    fetch('lens/info?' + q(p))
+      .then((r) => (r.ok ? r.text() : null))
+      .then((t) => {
+        const el = document.querySelector('#frame_info_text');
+        if (t !== null && el && seq === L.infoSeq) el.innerHTML = t;
+      })
+      .catch(() => {});
+  };
   // Called by the slider's change (SRC_JS) and the controls: show row `row` with these layers.
   L.show = (row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
     if (!run) return;
@@ -239,14 +258,7 @@ _VIEWER = """
     L.params = {run: run, row: String(L.row), l: (layers || []).join(','), o: String(opacity), c: cmap,
       s: scale, h: heat || 'block', k: (codec || []).join(',')};
     L.render();
-    const seq = (L.infoSeq = (L.infoSeq || 0) + 1);
-    fetch('lens/info?' + q({run: run, row: String(L.row)}))
-      .then((r) => (r.ok ? r.text() : null))
-      .then((t) => {
-        const el = document.querySelector('#frame_info_text');
-        if (t !== null && el && seq === L.infoSeq) el.innerHTML = t;
-      })
-      .catch(() => {});
+    L.fetchInfo();
     if (L.pin) {
       if (L.pin.row !== L.row) L.fetchBlock(L.pin.xy, 'pin');
     }
@@ -290,6 +302,7 @@ _VIEWER = """
     if (!L.params) return;
     L.b = Object.assign({}, L.params);
     delete L.b.row;
+    L.bFrames = (L.frames || []).slice();  // B's candidates, for its info line when flipped
     const tag = document.querySelector('#b_label');
     if (tag) tag.textContent = 'B = run ' + L.b.run + ' · ' + (L.b.l || 'no layers') + ' · heat ' + L.b.h;
     L.render();
@@ -298,6 +311,7 @@ _VIEWER = """
     if (!L.b) L.setB();
     L.flipped = !L.flipped;
     L.render();
+    L.fetchInfo();
   };
   document.addEventListener('click', (ev) => {
     const id = ev.target && ev.target.id;

@@ -379,6 +379,23 @@ def prepare_metric_figure(
             row=3,
             col=1,
         )
+    _add_cursor(fig, positions, cursor_frame_index)
+    apply_style(fig)
+    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
+    fig.update_yaxes(range=[-1.02, 1.02], row=2, col=1)
+    fig.update_xaxes(title_text="frame index", row=3, col=1)
+    fig.update_layout(
+        height=620,
+        margin={"l": 50, "r": 10, "t": 40, "b": 10},
+        meta={"frames": [int(f) for f in positions]},
+        hovermode="x",
+    )
+    return fig
+
+
+def _add_cursor(fig: go.Figure, positions: np.ndarray, cursor_frame_index: int | None) -> None:
+    """The panes' cursor: the dashed line named ``cursor`` at the shown frame (default the first
+    slider position), which the page's script moves as the panes step."""
     x = int(positions[0]) if cursor_frame_index is None else int(cursor_frame_index)
     fig.add_shape(
         type="line",
@@ -391,17 +408,6 @@ def prepare_metric_figure(
         yref="paper",
         line={"color": "black", "width": 1.5, "dash": "dash"},
     )
-    apply_style(fig)
-    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
-    fig.update_yaxes(range=[-1.02, 1.02], row=2, col=1)
-    fig.update_xaxes(title_text="frame index", row=3, col=1)
-    fig.update_layout(
-        height=620,
-        margin={"l": 50, "r": 10, "t": 40, "b": 10},
-        meta={"frames": [int(f) for f in positions]},
-        hovermode="x",
-    )
-    return fig
 
 
 def _fmt(value: Any, digits: int = 3) -> Any:
@@ -577,18 +583,7 @@ def prepare_selector_metric_figure(
             row=2,
             col=1,
         )
-    x = int(positions[0]) if cursor_frame_index is None else int(cursor_frame_index)
-    fig.add_shape(
-        type="line",
-        name=CURSOR_NAME,
-        x0=x,
-        x1=x,
-        y0=0,
-        y1=1,
-        xref="x",
-        yref="paper",
-        line={"color": "black", "width": 1.5, "dash": "dash"},
-    )
+    _add_cursor(fig, positions, cursor_frame_index)
     fig.update_yaxes(range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=2, col=1)
     fig.update_xaxes(title_text="frame index", row=2, col=1)

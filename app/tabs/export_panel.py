@@ -236,10 +236,11 @@ def _size_controls() -> tuple[gr.Radio, gr.Number, gr.Number]:
         elem_id="export_size",
     )
     scale = gr.Number(value=1, minimum=0.1, maximum=8, label="× scale", elem_id="export_scale")
+    # No minimum here: Gradio checks it against the empty box (read as 0) and refuses every export
+    # that keeps the default size; ExportConfig refuses widths under 16 in one line.
     width = gr.Number(
         value=None,
         precision=0,
-        minimum=16,
         label="or width px (empty: from the scale)",
         elem_id="export_width",
     )

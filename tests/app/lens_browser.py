@@ -6,6 +6,7 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,24 @@ def open_page(
             browser.close()
 
 
+def anamorphic_clip(path: Path) -> Path:
+    """36 frames of 352×288 H.264 with pixel aspect 16:11 (a PAL-like anamorphic clip)."""
+    import av
+    from clips import render_frame
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=24, options={"g": "12", "crf": "28"})
+        stream.width, stream.height, stream.pix_fmt = 352, 288, "yuv420p"
+        stream.codec_context.sample_aspect_ratio = Fraction(16, 11)
+        for i in range(36):
+            frame = av.VideoFrame.from_ndarray(render_frame(i, width=352, height=288), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
 FIRST_FRAME_JS = (
     "() => { const i = document.querySelector('#frame_img'); return i && i.complete && i.naturalWidth; }"
 )
@@ -125,3 +144,22 @@ def screenshot(page: Any, name: str) -> Path:
     page.screenshot(path=str(path), full_page=True)
     assert path.stat().st_size > 10_000
     return path
+
+
+def info_line(page: Any) -> str:
+    """The inspector's info line (``candidate R · frame F · …``)."""
+    return str(page.locator("#frame_info").inner_text())
+
+
+def shown_frame(page: Any) -> int:
+    """The frame_index the info line names."""
+    return int(info_line(page).split(" · ")[1].split()[1])
+
+
+def go_to_candidate(page: Any, row: int) -> None:
+    """Move the candidate slider to ``row`` and wait until the info line shows it."""
+    page.locator("#frame_slider input[type=range]").fill(str(row))
+    page.wait_for_function(
+        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
+        timeout=30_000,
+    )

@@ -248,7 +248,13 @@ def test_import_panel_opens_the_imported_run(setup: Setup, page: Any) -> None:
     )
     assert page.locator("#canvas_roundtrip").inner_text().startswith("Round trip: PASS")
     # Defect 3: a failed import after a success shows its error alone, not next to "Imported".
+    # (The first failure's toast is closed first, so that the error waited for is this one's.)
     page.get_by_role("tab", name="Run").click()
+    page.evaluate("() => document.querySelectorAll('[data-testid=toast-close]').forEach((b) => b.click())")
+    page.wait_for_function(
+        "() => !document.body.innerText.includes('is outside the allowed folders')", timeout=30_000
+    )
+    assert "Imported" in page.locator("#import_status").inner_text()
     page.locator("#import_dir textarea, #import_dir input").first.fill("../../etc")
     page.locator("#import_btn").click()
     page.get_by_text("is outside the allowed folders").first.wait_for(timeout=30_000)

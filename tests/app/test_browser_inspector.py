@@ -7,34 +7,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import pytest
-from lens_browser import ARTIFACTS, BROWSER_MARKS, open_inspector_page, served_app
+from lens_browser import ARTIFACTS, BROWSER_MARKS, anamorphic_clip, open_inspector_page, served_app
 
 pytestmark = BROWSER_MARKS
 
 WIDTH, HEIGHT = 1600, 1000
-
-
-def _anamorphic_clip(path: Path) -> Path:
-    """36 frames of 352×288 H.264 with pixel aspect 16:11 (a PAL-like anamorphic clip)."""
-    import av
-    from clips import render_frame
-
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=24, options={"g": "12", "crf": "28"})
-        stream.width, stream.height, stream.pix_fmt = 352, 288, "yuv420p"
-        stream.codec_context.sample_aspect_ratio = Fraction(16, 11)
-        for i in range(36):
-            frame = av.VideoFrame.from_ndarray(render_frame(i, width=352, height=288), format="rgb24")
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +24,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
     root = tmp_path_factory.mktemp("inspector")
     ws = make_workspace(session_db=root / "sessions.duckdb", output_dir=root / "work")
-    clip = _anamorphic_clip(ws.output_root / "anamorphic.mp4")
+    clip = anamorphic_clip(ws.output_root / "anamorphic.mp4")
     try:
         run_id = ensure_run(ws, SAMPLE_VIDEO, SelectionOptions(num_sampled_frames=64))
         wide_id = ensure_run(ws, clip)

@@ -105,7 +105,7 @@ def test_its_run_opens_in_inspect_canvases_and_export(ws: Workspace, onevision_r
     # A patch of the picture reads out its score and its rank among the candidates: the 11 later
     # frames' patches wholly inside the 192×115 frame (rows 38…153 px: patch rows 3…8), 11 × 6 × 12.
     readout = inspect.pick_block(ws, onevision_run, 5, "100,100")
-    assert "block score" in readout and " of 792</td>" in readout
+    assert "block score" in readout and " of 792 valid patches over candidates 1–11</td>" in readout
     views = canvases.CanvasViews(ws)
     assert len(canvases.refresh(views, onevision_run)) > 0
     # Its 16-pixel patches are not LLaVA-OneVision-2's: the prompt box says so instead of a prompt.
