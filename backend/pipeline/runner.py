@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from backend.errors import PipelineError
 from backend.pipeline.options import SelectionOptions
@@ -30,6 +30,35 @@ from backend.stages.quality import frame_bad_reason
 from backend.stages.score import frame_scores, per_frame_scoring
 
 ProgressCallback = Callable[[str, float], None]
+_T = TypeVar("_T")
+
+
+class StageClock:
+    """The stage timer of a selector run: times each stage call and reports it done.
+
+    ``clock(name, fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``, records its wall
+    seconds under ``name`` and calls ``on_progress(name, fraction)``, the fraction being the
+    stage's place in ``stage_names``; :meth:`finish` adds ``total`` (since the clock was made).
+    """
+
+    def __init__(self, stage_names: Sequence[str], on_progress: ProgressCallback | None) -> None:
+        self._names = tuple(stage_names)
+        self._on_progress = on_progress
+        self._start = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, name: str, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.timings[name] = time.perf_counter() - t0
+        if self._on_progress is not None:
+            self._on_progress(name, (self._names.index(name) + 1) / len(self._names))
+        return out
+
+    def finish(self) -> dict[str, float]:
+        """The per-stage seconds and ``total``."""
+        self.timings["total"] = time.perf_counter() - self._start
+        return self.timings
 
 
 @dataclass(frozen=True)
@@ -91,17 +120,11 @@ def run(
     InputError, UnsupportedVideoError, BitcostUnavailableError, DecodeError, PipelineError.
     """
     cfg = options.stage_configs()
-    timings: dict[str, float] = {}
+    clock = StageClock(STAGES.names, on_progress)
 
     def call(name: str, *inputs: Any, **extra: Any) -> Any:
-        t0 = time.perf_counter()
-        out = STAGES.lookup(name).function(*inputs, config=cfg[name], **extra)
-        timings[name] = time.perf_counter() - t0
-        if on_progress is not None:
-            on_progress(name, (STAGES.names.index(name) + 1) / len(STAGES))
-        return out
+        return clock(name, STAGES.lookup(name).function, *inputs, config=cfg[name], **extra)
 
-    t_start = time.perf_counter()
     if front is None:
         if info is None:
             info = call("probe", video)
@@ -127,7 +150,7 @@ def run(
             stage="select",
         )
     canvases = call("pack", selection, decoded, geometry)
-    timings["total"] = time.perf_counter() - t_start
+    timings = clock.finish()
     warnings = _run_warnings(options, info, geometry)
     warnings += candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
     return RunResult(

@@ -9,15 +9,13 @@ export and comparison takes it as it takes a cvp run.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from backend.errors import PipelineError
 from backend.pipeline import Front, ProgressCallback, RunResult
+from backend.pipeline.runner import StageClock
 from backend.records import Candidates, FrameQuality, Groups, RunWarning, ScoreMaps, VideoInfo
 from backend.selectors.llava_ov2.decode import decode_stream
 from backend.selectors.llava_ov2.geometry import canvas_geometry
@@ -106,17 +104,7 @@ def select_llava_ov2(
     InputError, UnsupportedVideoError, DecodeError, PipelineError, ValueError.
     """
     cfg = options.stage_configs()
-    timings: dict[str, float] = {}
-    t_start = time.perf_counter()
-
-    def timed(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        timings[name] = time.perf_counter() - t0
-        if on_progress is not None:
-            on_progress(name, (STAGE_NAMES.index(name) + 1) / len(STAGE_NAMES))
-        return out
-
+    timed = StageClock(STAGE_NAMES, on_progress)
     warnings: list[RunWarning] = []
     if front is None:
         if info is None:
@@ -191,7 +179,7 @@ def select_llava_ov2(
         geometry,
         config=PackConfig(images_per_group=options.images_per_group, packer="quota"),
     )
-    timings["total"] = time.perf_counter() - t_start
+    timings = timed.finish()
     warnings += (
         list(candidates.warnings) + list(decoded.warnings) + list(groups.warnings) + list(selection.warnings)
     )
