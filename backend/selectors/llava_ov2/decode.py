@@ -85,6 +85,21 @@ class StreamDecode:
     """(n,) float64 presentation time per candidate (NaN without a timestamp)."""
 
 
+def stream_flags(config: StreamDecodeConfig) -> dict[str, bool]:
+    """The keywords of ``native.stream_decode.iter_stream`` a decode with ``config`` passes.
+
+    Motion vectors for the mvwarp modes; frame threads (as the reference decodes) unless clean
+    reads vectors, which frame threads race (clean then decodes with slice threads).
+    """
+    want_mvs = SCORE_MODES.lookup(config.score_mode).motion_vectors
+    parity = quirk_on(config.profile, "packet_size_by_output_order")
+    return {
+        "motion_vectors": want_mvs,
+        "frame_threads": parity or not want_mvs,
+        "skip_unwanted": config.skip_unwanted,
+    }
+
+
 def _to_canvas(rgb: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConfig) -> np.ndarray:
     h, w = canvas.geometry.processed_hw
     if quirk_on(config.profile, "bilinear_truncated"):
@@ -164,14 +179,7 @@ def decode_stream(
     reached = np.zeros(n, bool)
     decoded_count = 0
     try:
-        stream = stream_decode.iter_stream(
-            info.path,
-            frozenset(ids),
-            motion_vectors=want_mvs,
-            # Frame threads race the motion-vector export; clean decodes those with slice threads.
-            frame_threads=parity or not want_mvs,
-            skip_unwanted=config.skip_unwanted,
-        )
+        stream = stream_decode.iter_stream(info.path, frozenset(ids), **stream_flags(config))
         for item in stream:
             decoded_count += 1
             row = row_of.get(item["frame_index"])
