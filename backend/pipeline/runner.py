@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from backend.errors import PipelineError
 from backend.pipeline.options import SelectionOptions
@@ -28,6 +28,9 @@ from backend.records import (
 from backend.stages.decode import FrameResults, FrameWork
 from backend.stages.quality import frame_bad_reason
 from backend.stages.score import frame_scores, per_frame_scoring
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 ProgressCallback = Callable[[str, float], None]
 _T = TypeVar("_T")
@@ -90,26 +93,46 @@ class Front:
     quality: FrameQuality
 
 
-def run(
-    video: str | Path,
-    *,
-    options: SelectionOptions,
-    on_progress: ProgressCallback | None = None,
-    front: Front | None = None,
-    scores: ScoreMaps | None = None,
-    info: VideoInfo | None = None,
-) -> RunResult:
+class ResumeArgs(TypedDict, total=False):
+    """The keywords every resumable selector run takes after its options (all optional)."""
+
+    on_progress: ProgressCallback | None
+    """Called as ``on_progress(stage_name, fraction_done)`` after each stage."""
+    front: Front | None
+    """Cached probe … decode records of a run whose front options agree: those stages are skipped."""
+    scores: ScoreMaps | None
+    """Cached score maps (same front and score options): the score stage is skipped where the
+    selector keeps score maps apart from its selection."""
+    info: VideoInfo | None
+    """The probe of the video, when the caller already has it."""
+
+
+def begin(
+    stage_names: Sequence[str], resume: ResumeArgs
+) -> tuple[StageClock, Front | None, ScoreMaps | None, VideoInfo | None]:
+    """The stage clock and the cached records a resumable run starts from.
+
+    Raises
+    ------
+    TypeError : a keyword that is not one of :class:`ResumeArgs`.
+    """
+    unknown = sorted(set(resume) - set(ResumeArgs.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    clock = StageClock(stage_names, resume.get("on_progress"))
+    return clock, resume.get("front"), resume.get("scores"), resume.get("info")
+
+
+def run(video: str | Path, *, options: SelectionOptions, **resume: Unpack[ResumeArgs]) -> RunResult:
     """Run every stage on one video.
 
     Parameters
     ----------
     video : path of the video file.
     options : selection options (profile + cvp options).
-    on_progress : called as ``on_progress(stage_name, fraction_done)`` after each stage.
-    front : cached probe … quality records (from a run with the same FRONT_OPTIONS);
-        those stages are then skipped.
-    scores : cached score maps (same front and SCORE_OPTIONS); the score stage is skipped.
-    info : the probe of ``video`` under this profile, when the caller already has it.
+    **resume : ``on_progress``, ``front`` (cached probe … quality records of a run with the same
+        FRONT_OPTIONS), ``scores`` (cached score maps, same front and SCORE_OPTIONS), ``info``
+        (the probe of ``video`` under this profile): see :class:`ResumeArgs`.
 
     Returns
     -------
@@ -120,7 +143,7 @@ def run(
     InputError, UnsupportedVideoError, BitcostUnavailableError, DecodeError, PipelineError.
     """
     cfg = options.stage_configs()
-    clock = StageClock(STAGES.names, on_progress)
+    clock, front, scores, info = begin(STAGES.names, resume)
 
     def call(name: str, *inputs: Any, **extra: Any) -> Any:
         return clock(name, STAGES.lookup(name).function, *inputs, config=cfg[name], **extra)

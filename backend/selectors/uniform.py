@@ -13,15 +13,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import cv2
 import numpy as np
 
 from backend.config import option_of, param, validate_fields
 from backend.errors import DecodeError
-from backend.pipeline import Front, ProgressCallback, RunResult
-from backend.pipeline.runner import StageClock
+from backend.pipeline import RunResult
+from backend.pipeline.runner import ResumeArgs, begin
 from backend.records import (
     Candidates,
     DecodedFrames,
@@ -39,6 +39,9 @@ from backend.stages.pack import PackConfig, pack
 from backend.stages.probe import ProbeConfig, probe
 from native import stream_decode
 from native.side_data import SideDataError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 STAGE_NAMES = ("probe", "sample", "geometry", "decode", "group", "select", "pack")
 
@@ -183,23 +186,16 @@ def _select(groups: Groups, candidates: Candidates, geometry: Geometry, images_p
     return Selection(tuple(selections), ())
 
 
-def select_uniform(
-    video: str | Path,
-    *,
-    options: UniformOptions,
-    on_progress: ProgressCallback | None = None,
-    front: Front | None = None,
-    scores: ScoreMaps | None = None,
-    info: VideoInfo | None = None,
-) -> RunResult:
-    """Run the uniform baseline on one video (``front``: a cached decode; ``scores`` is unused).
+def select_uniform(video: str | Path, *, options: UniformOptions, **resume: Unpack[ResumeArgs]) -> RunResult:
+    """Run the uniform baseline on one video (``resume``: ``on_progress``, ``info``, ``front`` a cached
+    decode; ``scores`` is unused; see ``backend.pipeline.runner.ResumeArgs``).
 
     Returns
     -------
     RunResult whose canvases are the sampled frames, whole, in order; groups of
     ``images_per_group`` frames, each group's first frame its anchor.
     """
-    clock = StageClock(STAGE_NAMES, on_progress)
+    clock, front, _, info = begin(STAGE_NAMES, resume)
     if front is None:
         given = info
         info = clock("probe", lambda: given or probe(video, config=ProbeConfig(profile="clean")))
