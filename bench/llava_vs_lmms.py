@@ -100,8 +100,8 @@ def make_clip(path: Path) -> Path:
     return path
 
 
-def run_child(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one child process."""
+def run_child(argv: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds of all its threads) of one child process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -111,7 +111,7 @@ def run_child(argv: list[str], cwd: Path) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {err[-1500:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -146,6 +146,7 @@ def main() -> int:
     names = ["ours", "lmms-video-utils"] + (["decode floor"] if args.floor else [])
     times: dict[str, list[float]] = {name: [] for name in names}
     rss: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
         out = {"ours": Path(tmp) / "ours.npy", "lmms-video-utils": Path(tmp) / "ref.npy"}
         commands = {
@@ -159,10 +160,12 @@ def main() -> int:
         for k in range(args.rounds):
             order = names if k % 2 == 0 else names[::-1]
             for name in order:
-                wall, peak = run_child(commands[name], ROOT)
+                wall, peak, used = run_child(commands[name], ROOT)
                 times[name].append(wall)
                 rss[name].append(peak)
-                print(f"round {k + 1}: {name:17s} {wall:7.2f} s  {peak:8.1f} MiB", flush=True)
+                cpu[name].append(used)
+                line = f"round {k + 1}: {name:17s} {wall:7.2f} s wall  {used:7.2f} s CPU  {peak:8.1f} MiB"
+                print(line, flush=True)
         import numpy as np
 
         same = np.array_equal(np.load(out["ours"]), np.load(out["lmms-video-utils"]))
@@ -177,11 +180,16 @@ def main() -> int:
         f"median peak RSS: ours {m_ours:.0f} MiB, lmms-video-utils {m_ref:.0f} MiB → ratio "
         f"{m_ours / m_ref:.3f} (target ≤ 0.25)"
     )
+    c_ours, c_ref = statistics.median(cpu["ours"]), statistics.median(cpu["lmms-video-utils"])
+    print(
+        f"median CPU (all threads; less sensitive to other load than wall): ours {c_ours:.2f} s, "
+        f"lmms-video-utils {c_ref:.2f} s → ratio {c_ours / c_ref:.3f}"
+    )
     if args.floor:
-        t_floor = statistics.median(times["decode floor"])
+        t_floor, c_floor = statistics.median(times["decode floor"]), statistics.median(cpu["decode floor"])
         print(
-            f"median wall of the decode pass alone: {t_floor:.2f} s → ratio {t_floor / t_ref:.3f} "
-            "(the least an exact run on PyAV's decoder costs)"
+            f"decode pass alone (the least an exact run on PyAV's decoder costs): {t_floor:.2f} s wall → "
+            f"ratio {t_floor / t_ref:.3f}; {c_floor:.2f} s CPU → ratio {c_floor / c_ref:.3f}"
         )
     print(f"patch positions identical: {same}")
     return 0
