@@ -3,10 +3,14 @@
 Usage::
 
     python bench/llava_vs_lmms.py [VIDEO] [--reference-python PY] [--rounds N] [--option name=value ...]
+                                  [--floor]
 
 Each run is its own child process (its peak RSS from ``wait4``), ours and the reference's
 alternating so that both see the same machine load; the medians and their ratios are printed
 (targets: time ≤ 0.2×, memory ≤ 0.25×), and the two runs' patch positions are compared.
+``--floor`` adds a third child in each round: the decode pass alone (the frames our run must
+decode, the sampled ones converted to RGB, nothing resized or scored), the least any exact
+reproduction on PyAV's decoder and conversion costs, as a ratio to the reference too.
 
 VIDEO defaults to a 24-second 1280×720 H.264 clip (B-frames) made once from the real clip
 ``tests/data/real_h264_flower_timelapse.mp4`` (150 frames played forward and back, 720 frames,
@@ -38,6 +42,22 @@ from backend.selectors.llava_ov2.options import LlavaOv2Options
 from backend.selectors.llava_ov2.run import select_llava_ov2
 result = select_llava_ov2(sys.argv[1], options=LlavaOv2Options(**json.loads(sys.argv[2])))
 np.save(sys.argv[3], result.canvases.src_patch_position)
+"""
+_FLOOR = """
+import json, sys
+from backend.selectors.llava_ov2.decode import stream_flags
+from backend.selectors.llava_ov2.options import LlavaOv2Options
+from backend.selectors.llava_ov2.sample import sample, stream_fps
+from backend.stages.probe import ProbeConfig, probe
+from native import stream_decode
+options = LlavaOv2Options(**json.loads(sys.argv[2]))
+cfg = options.stage_configs()
+info = probe(sys.argv[1], config=ProbeConfig(profile="clean"))
+facts = stream_decode.stream_facts(info.path)
+fps = stream_fps(facts.average_rate and float(facts.average_rate), facts.base_rate and float(facts.base_rate))
+wanted = frozenset(int(i) for i in sample(info, fps, config=cfg["sample"]).frame_indices)
+for _ in stream_decode.iter_stream(info.path, wanted, **stream_flags(cfg["decode"])):
+    pass
 """
 _REFERENCE = """
 import json, sys, warnings, numpy as np
@@ -80,8 +100,8 @@ def make_clip(path: Path) -> Path:
     return path
 
 
-def run_child(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one child process."""
+def run_child(argv: list[str], cwd: Path) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MiB, CPU seconds of all its threads) of one child process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -91,7 +111,7 @@ def run_child(argv: list[str], cwd: Path) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {err[-1500:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -103,6 +123,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each (default 2)")
     parser.add_argument("--profile", default="parity", choices=("parity", "clean"))
     parser.add_argument("--option", action="append", default=[], help="llava-ov2 option name=value")
+    parser.add_argument(
+        "--floor", action="store_true", help="also time the decode pass alone (see the module docstring)"
+    )
     args = parser.parse_args()
     if not args.reference_python.is_file():
         raise SystemExit(
@@ -120,8 +143,10 @@ def main() -> int:
         given[name] = type(default)(value)
     options = LlavaOv2Options(profile=args.profile, **given)
     ours_opts, ref_opts = json.dumps(options.as_dict()), json.dumps(options.codec_config())
-    times: dict[str, list[float]] = {"ours": [], "lmms-video-utils": []}
-    rss: dict[str, list[float]] = {"ours": [], "lmms-video-utils": []}
+    names = ["ours", "lmms-video-utils"] + (["decode floor"] if args.floor else [])
+    times: dict[str, list[float]] = {name: [] for name in names}
+    rss: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp:
         out = {"ours": Path(tmp) / "ours.npy", "lmms-video-utils": Path(tmp) / "ref.npy"}
         commands = {
@@ -130,14 +155,17 @@ def main() -> int:
                 str(args.reference_python), "-c", _REFERENCE, str(video), ref_opts,
                 str(out["lmms-video-utils"]),
             ],
+            "decode floor": [sys.executable, "-c", _FLOOR, str(video), ours_opts],
         }  # fmt: skip
         for k in range(args.rounds):
-            order = ["ours", "lmms-video-utils"] if k % 2 == 0 else ["lmms-video-utils", "ours"]
+            order = names if k % 2 == 0 else names[::-1]
             for name in order:
-                wall, peak = run_child(commands[name], ROOT)
+                wall, peak, used = run_child(commands[name], ROOT)
                 times[name].append(wall)
                 rss[name].append(peak)
-                print(f"round {k + 1}: {name:17s} {wall:7.2f} s  {peak:8.1f} MiB", flush=True)
+                cpu[name].append(used)
+                line = f"round {k + 1}: {name:17s} {wall:7.2f} s wall  {used:7.2f} s CPU  {peak:8.1f} MiB"
+                print(line, flush=True)
         import numpy as np
 
         same = np.array_equal(np.load(out["ours"]), np.load(out["lmms-video-utils"]))
@@ -152,6 +180,17 @@ def main() -> int:
         f"median peak RSS: ours {m_ours:.0f} MiB, lmms-video-utils {m_ref:.0f} MiB → ratio "
         f"{m_ours / m_ref:.3f} (target ≤ 0.25)"
     )
+    c_ours, c_ref = statistics.median(cpu["ours"]), statistics.median(cpu["lmms-video-utils"])
+    print(
+        f"median CPU (all threads; less sensitive to other load than wall): ours {c_ours:.2f} s, "
+        f"lmms-video-utils {c_ref:.2f} s → ratio {c_ours / c_ref:.3f}"
+    )
+    if args.floor:
+        t_floor, c_floor = statistics.median(times["decode floor"]), statistics.median(cpu["decode floor"])
+        print(
+            f"decode pass alone (the least an exact run on PyAV's decoder costs): {t_floor:.2f} s wall → "
+            f"ratio {t_floor / t_ref:.3f}; {c_floor:.2f} s CPU → ratio {c_floor / c_ref:.3f}"
+        )
     print(f"patch positions identical: {same}")
     return 0
 

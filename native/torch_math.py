@@ -24,6 +24,7 @@ double rounding could differ from a true fma in about one case in 2^29).
 
 from __future__ import annotations
 
+import functools
 from types import ModuleType
 
 import numpy as np
@@ -45,8 +46,10 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(_F32)
 
 
+@functools.lru_cache(maxsize=64)
 def source_indices(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """torch's source indices and weights of a bilinear resize along one axis.
+    """torch's source indices and weights of a bilinear resize along one axis (read-only arrays,
+    computed once per size pair: a video resizes every frame alike).
 
     Returns
     -------
@@ -65,6 +68,8 @@ def source_indices(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray,
     l1 = np.clip(real - i0.astype(_F32), _F32(0), _F32(1)).astype(_F32)
     i1 = i0 + (i0 < in_size - 1)
     l0 = (_F32(1) - l1).astype(_F32)
+    for a in (i0, i1, l0, l1):
+        a.setflags(write=False)
     return i0, i1, l0, l1
 
 

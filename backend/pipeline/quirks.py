@@ -24,22 +24,70 @@ PARITY = "parity"
 
 @dataclass(frozen=True)
 class Quirk:
-    """One cvp behaviour that a profile reproduces."""
+    """One behaviour of a reference implementation that a profile reproduces."""
 
     name: str
     number: int | None
-    """Item of spec §18, None when the spec describes it only in ``section``."""
+    """Item of the reference's defect list (cvp: spec §18), None when the spec describes it only in
+    ``section``."""
     section: str
     profiles: tuple[str, ...]
     """The switch: the profiles that reproduce it (both, for behaviours clean keeps)."""
     warning: str | None
     """Code of the RunWarning a run records when it fires; None when nothing is recorded."""
     summary: str
+    reference: str = "cvp"
+    """The implementation it belongs to, as warning messages name it."""
+    item: str = "quirk"
+    """What that reference's numbered list calls an entry (``quirk``, ``defect``)."""
 
     @property
     def cite(self) -> str:
-        """How warning messages name it, e.g. ``cvp quirk 13``."""
-        return f"cvp quirk {self.number}" if self.number is not None else f"cvp, spec {self.section}"
+        """How warning messages name it, e.g. ``cvp quirk 13`` or ``cvp, spec §2``."""
+        if self.number is not None:
+            return f"{self.reference} {self.item} {self.number}"
+        return f"{self.reference}, spec {self.section}"
+
+
+@dataclass(frozen=True)
+class QuirkTable:
+    """One reference's quirks by name, and the lookups the stages make in them."""
+
+    quirks: Mapping[str, Quirk]
+
+    def quirk(self, name: str) -> Quirk:
+        """The table entry called ``name``; unknown names list the known ones."""
+        try:
+            return self.quirks[name]
+        except KeyError:
+            known = ", ".join(repr(n) for n in self.quirks)
+            raise ValueError(f"Invalid quirk ({name!r}). Supported values are {known}.") from None
+
+    def quirk_on(self, profile: str, name: str) -> bool:
+        """Whether ``profile`` reproduces the quirk called ``name``.
+
+        Examples
+        --------
+        >>> quirk_on("parity", "tail_dropped"), quirk_on("clean", "tail_dropped")
+        (True, False)
+        """
+        if profile not in PROFILES:
+            known = ", ".join(repr(p) for p in PROFILES)
+            raise ValueError(f"Invalid profile ({profile!r}). Supported values are {known}.")
+        return profile in self.quirk(name).profiles
+
+    def quirk_warning(self, name: str, message: str) -> RunWarning:
+        """The warning the quirk ``name`` records, with its code from the table."""
+        code = self.quirk(name).warning
+        if code is None:
+            raise ValueError(
+                f"Invalid quirk ({name!r}) for a warning. Supported values are quirks with a code."
+            )
+        return RunWarning(code, message)
+
+    def of(self, profile: str) -> tuple[Quirk, ...]:
+        """Every quirk ``profile`` reproduces, in table order."""
+        return tuple(q for q in self.quirks.values() if self.quirk_on(profile, q.name))
 
 
 _BOTH = PROFILES
@@ -215,42 +263,13 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
 )
 
 
-def quirk(name: str) -> Quirk:
-    """The table entry called ``name``; unknown names list the known ones."""
-    try:
-        return QUIRKS[name]
-    except KeyError:
-        known = ", ".join(repr(n) for n in QUIRKS)
-        raise ValueError(f"Invalid quirk ({name!r}). Supported values are {known}.") from None
-
-
-def quirk_on(profile: str, name: str) -> bool:
-    """Whether ``profile`` reproduces the quirk called ``name``.
-
-    Examples
-    --------
-    >>> quirk_on("parity", "tail_dropped"), quirk_on("clean", "tail_dropped")
-    (True, False)
-    """
-    if profile not in PROFILES:
-        known = ", ".join(repr(p) for p in PROFILES)
-        raise ValueError(f"Invalid profile ({profile!r}). Supported values are {known}.")
-    return profile in quirk(name).profiles
-
-
-def quirk_warning(name: str, message: str) -> RunWarning:
-    """The warning the quirk ``name`` records, with its code from the table."""
-    code = quirk(name).warning
-    if code is None:
-        raise ValueError(f"Invalid quirk ({name!r}) for a warning. Supported values are quirks with a code.")
-    return RunWarning(code, message)
+TABLE = QuirkTable(QUIRKS)
+quirk = TABLE.quirk
+quirk_on = TABLE.quirk_on
+quirk_warning = TABLE.quirk_warning
+quirks_of = TABLE.of
 
 
 def reproduces_cvp(profile: str) -> bool:
     """True for the profile bound to cvp's own scope (bitcost scores, cvp's reader pixels)."""
     return profile == PARITY
-
-
-def quirks_of(profile: str) -> tuple[Quirk, ...]:
-    """Every quirk ``profile`` reproduces, in table order."""
-    return tuple(q for q in QUIRKS.values() if quirk_on(profile, q.name))

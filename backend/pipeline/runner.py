@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from backend.errors import PipelineError
 from backend.pipeline.options import SelectionOptions
@@ -29,7 +29,39 @@ from backend.stages.decode import FrameResults, FrameWork
 from backend.stages.quality import frame_bad_reason
 from backend.stages.score import frame_scores, per_frame_scoring
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 ProgressCallback = Callable[[str, float], None]
+_T = TypeVar("_T")
+
+
+class StageClock:
+    """The stage timer of a selector run: times each stage call and reports it done.
+
+    ``clock(name, fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``, records its wall
+    seconds under ``name`` and calls ``on_progress(name, fraction)``, the fraction being the
+    stage's place in ``stage_names``; :meth:`finish` adds ``total`` (since the clock was made).
+    """
+
+    def __init__(self, stage_names: Sequence[str], on_progress: ProgressCallback | None) -> None:
+        self._names = tuple(stage_names)
+        self._on_progress = on_progress
+        self._start = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, name: str, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.timings[name] = time.perf_counter() - t0
+        if self._on_progress is not None:
+            self._on_progress(name, (self._names.index(name) + 1) / len(self._names))
+        return out
+
+    def finish(self) -> dict[str, float]:
+        """The per-stage seconds and ``total``."""
+        self.timings["total"] = time.perf_counter() - self._start
+        return self.timings
 
 
 @dataclass(frozen=True)
@@ -61,26 +93,46 @@ class Front:
     quality: FrameQuality
 
 
-def run(
-    video: str | Path,
-    *,
-    options: SelectionOptions,
-    on_progress: ProgressCallback | None = None,
-    front: Front | None = None,
-    scores: ScoreMaps | None = None,
-    info: VideoInfo | None = None,
-) -> RunResult:
+class ResumeArgs(TypedDict, total=False):
+    """The keywords every resumable selector run takes after its options (all optional)."""
+
+    on_progress: ProgressCallback | None
+    """Called as ``on_progress(stage_name, fraction_done)`` after each stage."""
+    front: Front | None
+    """Cached probe … decode records of a run whose front options agree: those stages are skipped."""
+    scores: ScoreMaps | None
+    """Cached score maps (same front and score options): the score stage is skipped where the
+    selector keeps score maps apart from its selection."""
+    info: VideoInfo | None
+    """The probe of the video, when the caller already has it."""
+
+
+def begin(
+    stage_names: Sequence[str], resume: ResumeArgs
+) -> tuple[StageClock, Front | None, ScoreMaps | None, VideoInfo | None]:
+    """The stage clock and the cached records a resumable run starts from.
+
+    Raises
+    ------
+    TypeError : a keyword that is not one of :class:`ResumeArgs`.
+    """
+    unknown = sorted(set(resume) - set(ResumeArgs.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    clock = StageClock(stage_names, resume.get("on_progress"))
+    return clock, resume.get("front"), resume.get("scores"), resume.get("info")
+
+
+def run(video: str | Path, *, options: SelectionOptions, **resume: Unpack[ResumeArgs]) -> RunResult:
     """Run every stage on one video.
 
     Parameters
     ----------
     video : path of the video file.
     options : selection options (profile + cvp options).
-    on_progress : called as ``on_progress(stage_name, fraction_done)`` after each stage.
-    front : cached probe … quality records (from a run with the same FRONT_OPTIONS);
-        those stages are then skipped.
-    scores : cached score maps (same front and SCORE_OPTIONS); the score stage is skipped.
-    info : the probe of ``video`` under this profile, when the caller already has it.
+    **resume : ``on_progress``, ``front`` (cached probe … quality records of a run with the same
+        FRONT_OPTIONS), ``scores`` (cached score maps, same front and SCORE_OPTIONS), ``info``
+        (the probe of ``video`` under this profile): see :class:`ResumeArgs`.
 
     Returns
     -------
@@ -91,17 +143,11 @@ def run(
     InputError, UnsupportedVideoError, BitcostUnavailableError, DecodeError, PipelineError.
     """
     cfg = options.stage_configs()
-    timings: dict[str, float] = {}
+    clock, front, scores, info = begin(STAGES.names, resume)
 
     def call(name: str, *inputs: Any, **extra: Any) -> Any:
-        t0 = time.perf_counter()
-        out = STAGES.lookup(name).function(*inputs, config=cfg[name], **extra)
-        timings[name] = time.perf_counter() - t0
-        if on_progress is not None:
-            on_progress(name, (STAGES.names.index(name) + 1) / len(STAGES))
-        return out
+        return clock(name, STAGES.lookup(name).function, *inputs, config=cfg[name], **extra)
 
-    t_start = time.perf_counter()
     if front is None:
         if info is None:
             info = call("probe", video)
@@ -127,7 +173,7 @@ def run(
             stage="select",
         )
     canvases = call("pack", selection, decoded, geometry)
-    timings["total"] = time.perf_counter() - t_start
+    timings = clock.finish()
     warnings = _run_warnings(options, info, geometry)
     warnings += candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
     return RunResult(

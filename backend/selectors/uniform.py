@@ -11,21 +11,22 @@ are zero.
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import cv2
 import numpy as np
 
 from backend.config import option_of, param, validate_fields
 from backend.errors import DecodeError
-from backend.pipeline import Front, ProgressCallback, RunResult
+from backend.pipeline import RunResult
+from backend.pipeline.runner import ResumeArgs, begin
 from backend.records import (
     Candidates,
     DecodedFrames,
     FrameQuality,
+    Geometry,
     Groups,
     GroupSelection,
     GroupSpec,
@@ -39,6 +40,9 @@ from backend.stages.pack import PackConfig, pack
 from backend.stages.probe import ProbeConfig, probe
 from native import stream_decode
 from native.side_data import SideDataError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 STAGE_NAMES = ("probe", "sample", "geometry", "decode", "group", "select", "pack")
 
@@ -140,73 +144,32 @@ def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int], *, threads: i
     )
 
 
-def select_uniform(
-    video: str | Path,
-    *,
-    options: UniformOptions,
-    on_progress: ProgressCallback | None = None,
-    front: Front | None = None,
-    scores: ScoreMaps | None = None,
-    info: VideoInfo | None = None,
-) -> RunResult:
-    """Run the uniform baseline on one video (``front``: a cached decode; ``scores`` is unused).
-
-    Returns
-    -------
-    RunResult whose canvases are the sampled frames, whole, in order; groups of
-    ``images_per_group`` frames, each group's first frame its anchor.
-    """
-    timings: dict[str, float] = {}
-    t_start = time.perf_counter()
-
-    def step(name: str, t0: float) -> None:
-        timings[name] = time.perf_counter() - t0
-        if on_progress is not None:
-            on_progress(name, (STAGE_NAMES.index(name) + 1) / len(STAGE_NAMES))
-
-    if front is None:
-        t0 = time.perf_counter()
-        info = info or probe(video, config=ProbeConfig(profile="clean"))
-        step("probe", t0)
-        t0 = time.perf_counter()
-        ids = uniform_indices(info.total_frames, options.num_frames)
-        candidates = Candidates(
-            frame_indices=ids,
-            sampled_frame_indices=ids.copy(),
-            keyframe_indices=(),
-            moved=(),
-            debug={"frame_sampling_mode": "uniform", "sampled_frames": int(ids.size)},
-        )
-        step("sample", t0)
-        t0 = time.perf_counter()
-        geometry = resolve_geometry(
-            info,
-            config=GeometryConfig(
-                patch=options.patch, block_size=options.block_size, max_pixels=options.max_pixels
-            ),
-        )
-        step("geometry", t0)
-        t0 = time.perf_counter()
-        decoded = _decode(info, ids, geometry.processed_hw, threads=decoder_thread_count(options.workers))
-        quality = FrameQuality(good=np.ones(ids.size, bool), reasons=("",) * int(ids.size))
-        step("decode", t0)
-    else:
-        info, candidates, geometry = front.info, front.candidates, front.geometry
-        decoded, quality = front.decoded, front.quality
-    n = int(candidates.frame_indices.size)
-    ipg = options.images_per_group
-    t0 = time.perf_counter()
-    specs = tuple(
-        GroupSpec(group_index=g, start=s, end=min(n, s + ipg), stop_reason="fixed", readiness={})
-        for g, s in enumerate(range(0, n, ipg))
+def _candidates(info: VideoInfo, num_frames: int) -> Candidates:
+    ids = uniform_indices(info.total_frames, num_frames)
+    return Candidates(
+        frame_indices=ids,
+        sampled_frame_indices=ids.copy(),
+        keyframe_indices=(),
+        moved=(),
+        debug={"frame_sampling_mode": "uniform", "sampled_frames": int(ids.size)},
     )
-    groups = Groups(specs=specs, threshold=0.0, threshold_debug={}, trace=(), dropped_tail=None)
-    step("group", t0)
-    t0 = time.perf_counter()
+
+
+def _groups(n: int, images_per_group: int) -> Groups:
+    """Groups of ``images_per_group`` consecutive frames (the last may be shorter)."""
+    specs = tuple(
+        GroupSpec(group_index=g, start=s, end=min(n, s + images_per_group), stop_reason="fixed", readiness={})
+        for g, s in enumerate(range(0, n, images_per_group))
+    )
+    return Groups(specs=specs, threshold=0.0, threshold_debug={}, trace=(), dropped_tail=None)
+
+
+def _select(groups: Groups, candidates: Candidates, geometry: Geometry, images_per_group: int) -> Selection:
+    """Each group's first frame is its anchor; every block of its other frames is kept."""
     bh, bw = geometry.block_grid_hw
     every = np.stack(np.divmod(np.arange(bh * bw), bw), axis=1)
     selections = []
-    for spec in specs:
+    for spec in groups.specs:
         m = spec.frame_count
         kept = np.concatenate(
             [np.column_stack([np.full(bh * bw, t), every]) for t in range(1, m)] or [np.zeros((0, 3))]
@@ -224,13 +187,54 @@ def select_uniform(
                 ranked=np.column_stack([kept[:, 0], kept[:, 1] * bw + kept[:, 2]]).astype(np.int32),
                 ranked_scores=np.zeros(kept.shape[0], np.float32),
                 candidate_count=int(kept.shape[0]),
-                budget=int((ipg - 1) * bh * bw),
+                budget=int((images_per_group - 1) * bh * bw),
                 cutoff_score=0.0,
             )
         )
-    selection = Selection(tuple(selections), ())
-    step("select", t0)
+    return Selection(tuple(selections), ())
+
+
+def select_uniform(video: str | Path, *, options: UniformOptions, **resume: Unpack[ResumeArgs]) -> RunResult:
+    """Run the uniform baseline on one video (``resume``: ``on_progress``, ``info``, ``front`` a cached
+    decode; ``scores`` is unused; see ``backend.pipeline.runner.ResumeArgs``).
+
+    Returns
+    -------
+    RunResult whose canvases are the sampled frames, whole, in order; groups of
+    ``images_per_group`` frames, each group's first frame its anchor.
+    """
+    clock, front, _, info = begin(STAGE_NAMES, resume)
+    if front is None:
+        given = info
+        info = clock("probe", lambda: given or probe(video, config=ProbeConfig(profile="clean")))
+        candidates = clock("sample", _candidates, info, options.num_frames)
+        geometry = clock(
+            "geometry",
+            resolve_geometry,
+            info,
+            config=GeometryConfig(
+                patch=options.patch, block_size=options.block_size, max_pixels=options.max_pixels
+            ),
+        )
+        decoded = clock(
+            "decode",
+            _decode,
+            info,
+            candidates.frame_indices,
+            geometry.processed_hw,
+            threads=decoder_thread_count(options.workers),
+        )
+        kept = int(candidates.frame_indices.size)
+        quality = FrameQuality(good=np.ones(kept, bool), reasons=("",) * kept)
+    else:
+        info, candidates, geometry = front.info, front.candidates, front.geometry
+        decoded, quality = front.decoded, front.quality
+    n = int(candidates.frame_indices.size)
+    ipg = options.images_per_group
+    groups = clock("group", _groups, n, ipg)
+    selection = clock("select", _select, groups, candidates, geometry, ipg)
     hb, wb = geometry.grid_hw
+    bh, bw = geometry.block_grid_hw
     scores = ScoreMaps(
         grids=tuple(np.zeros((1, 1), np.float32) for _ in range(n)),
         processed_hw=geometry.processed_hw,
@@ -238,10 +242,8 @@ def select_uniform(
         block_scores=np.zeros((n, bh * bw), np.float32),
         iframe_clip_cap=None,
     )
-    t0 = time.perf_counter()
-    canvases = pack(selection, decoded, geometry, config=PackConfig(images_per_group=ipg))
-    step("pack", t0)
-    timings["total"] = time.perf_counter() - t_start
+    canvases = clock("pack", pack, selection, decoded, geometry, config=PackConfig(images_per_group=ipg))
+    timings = clock.finish()
     return RunResult(
         options=options,
         info=info,

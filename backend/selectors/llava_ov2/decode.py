@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
@@ -90,6 +91,22 @@ class StreamDecode:
     """(n,) int64 packet size per candidate, attributed as the profile says."""
     pts_secs: np.ndarray
     """(n,) float64 presentation time per candidate (NaN without a timestamp)."""
+
+
+def stream_flags(config: StreamDecodeConfig) -> dict[str, Any]:
+    """The keywords of ``native.stream_decode.iter_stream`` a decode with ``config`` passes.
+
+    Motion vectors for the mvwarp modes; frame threads (as the reference decodes) unless clean
+    reads vectors, which frame threads race (clean then decodes with slice threads).
+    """
+    want_mvs = SCORE_MODES.lookup(config.score_mode).motion_vectors
+    parity = quirk_on(config.profile, "packet_size_by_output_order")
+    return {
+        "motion_vectors": want_mvs,
+        "frame_threads": parity or not want_mvs,
+        "skip_unwanted": config.skip_unwanted,
+        "thread_count": config.threads,
+    }
 
 
 def _to_canvas(rgb: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConfig) -> np.ndarray:
@@ -171,15 +188,7 @@ def decode_stream(
     reached = np.zeros(n, bool)
     decoded_count = 0
     try:
-        stream = stream_decode.iter_stream(
-            info.path,
-            frozenset(ids),
-            motion_vectors=want_mvs,
-            # Frame threads race the motion-vector export; clean decodes those with slice threads.
-            frame_threads=parity or not want_mvs,
-            skip_unwanted=config.skip_unwanted,
-            thread_count=config.threads,
-        )
+        stream = stream_decode.iter_stream(info.path, frozenset(ids), **stream_flags(config))
         for item in stream:
             decoded_count += 1
             row = row_of.get(item["frame_index"])

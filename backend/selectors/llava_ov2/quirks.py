@@ -8,20 +8,20 @@ a run records the warning its row names. Numbers are the items of §9 of
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from backend.config import PROFILES
-from backend.pipeline.quirks import PARITY, Quirk
-from backend.records import RunWarning
+from backend.pipeline.quirks import PARITY, Quirk, QuirkTable
 
 _PARITY = (PARITY,)
+_defect = functools.partial(Quirk, reference="lmms-video-utils", item="defect")
 
 QUIRKS: Mapping[str, Quirk] = MappingProxyType(
     {
         q.name: q
         for q in (
-            Quirk(
+            _defect(
                 "whole_video_decoded",
                 1,
                 "§3, §9.1",
@@ -31,7 +31,7 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
                 "both profiles decode in one streaming pass and keep only the sampled frames, and parity "
                 "says how much the reference would have held",
             ),
-            Quirk(
+            _defect(
                 "packet_size_by_output_order",
                 2,
                 "§5, §9.2",
@@ -41,7 +41,7 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
                 "B-frames and frame threading that is another frame's packet (depends on the thread "
                 "count); clean gives each frame its own packet's size, by presentation timestamp",
             ),
-            Quirk(
+            _defect(
                 "uniform_gops_drop_frames",
                 3,
                 "§6, §9.3",
@@ -50,7 +50,7 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
                 "the uniform partition clips each GOP to max_group_frames and drops the frames past the "
                 "last GOP; clean adds GOPs until every sampled frame has one",
             ),
-            Quirk(
+            _defect(
                 "bilinear_truncated",
                 4,
                 "§4, §9.4",
@@ -59,7 +59,7 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
                 "frames are resized to the canvas with torch's bilinear interpolate (no antialiasing) and "
                 "truncated to uint8; clean resizes with an area filter and rounds",
             ),
-            Quirk(
+            _defect(
                 "aspect_bent",
                 5,
                 "§4, §9.5",
@@ -68,7 +68,7 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
                 "the canvas grid rounds the stored aspect ratio (sample aspect ratio ignored) and frames "
                 "are stretched to it; clean fits the grid to the display aspect ratio",
             ),
-            Quirk(
+            _defect(
                 "torch_tie_order",
                 None,
                 "§8",
@@ -77,7 +77,7 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
                 "equal block scores are ranked and cut in the order torch's CPU sort and top-k leave "
                 "them (libstdc++ introsort/introselect); clean orders them by position",
             ),
-            Quirk(
+            _defect(
                 "short_gops_vanish",
                 6,
                 "§7, §9.6",
@@ -90,42 +90,12 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
 )
 
 
-def quirk(name: str) -> Quirk:
-    """The table entry called ``name``; unknown names list the known ones."""
-    try:
-        return QUIRKS[name]
-    except KeyError:
-        known = ", ".join(repr(n) for n in QUIRKS)
-        raise ValueError(f"Invalid quirk ({name!r}). Supported values are {known}.") from None
-
-
-def quirk_on(profile: str, name: str) -> bool:
-    """Whether ``profile`` reproduces the lmms-video-utils defect ``name``.
-
-    Examples
-    --------
-    >>> quirk_on("parity", "short_gops_vanish"), quirk_on("clean", "short_gops_vanish")
-    (True, False)
-    """
-    if profile not in PROFILES:
-        known = ", ".join(repr(p) for p in PROFILES)
-        raise ValueError(f"Invalid profile ({profile!r}). Supported values are {known}.")
-    return profile in quirk(name).profiles
-
-
-def quirk_warning(name: str, message: str) -> RunWarning:
-    """The warning the defect ``name`` records, with its code from the table."""
-    code = quirk(name).warning
-    if code is None:
-        raise ValueError(f"Invalid quirk ({name!r}) for a warning. Supported values are quirks with a code.")
-    return RunWarning(code, message)
+TABLE = QuirkTable(QUIRKS)
+quirk = TABLE.quirk
+quirk_on = TABLE.quirk_on
+quirk_warning = TABLE.quirk_warning
 
 
 def cite(name: str) -> str:
     """How warning messages name a defect, e.g. ``lmms-video-utils defect 3``."""
-    q = quirk(name)
-    return (
-        f"lmms-video-utils defect {q.number}"
-        if q.number is not None
-        else f"lmms-video-utils, spec {q.section}"
-    )
+    return quirk(name).cite

@@ -9,16 +9,15 @@ export and comparison takes it as it takes a cvp run.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from backend.errors import PipelineError
-from backend.pipeline import Front, ProgressCallback, RunResult
-from backend.records import Candidates, FrameQuality, Groups, RunWarning, ScoreMaps, VideoInfo
+from backend.pipeline import RunResult
+from backend.pipeline.runner import ResumeArgs, begin
+from backend.records import Candidates, FrameQuality, Groups, RunWarning, ScoreMaps
 from backend.selectors.llava_ov2.decode import decode_stream
 from backend.selectors.llava_ov2.geometry import canvas_geometry
 from backend.selectors.llava_ov2.gop import GopInputs, partition
@@ -30,6 +29,9 @@ from backend.stages.pack import PackConfig, pack
 from backend.stages.probe import ProbeConfig, probe
 from native import stream_decode
 from native.side_data import SideDataError
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 STAGE_NAMES = ("probe", "sample", "geometry", "decode", "group", "score", "select", "pack")
 
@@ -75,13 +77,7 @@ def weighted_scores(
 
 
 def select_llava_ov2(
-    video: str | Path,
-    *,
-    options: LlavaOv2Options,
-    on_progress: ProgressCallback | None = None,
-    front: Front | None = None,
-    scores: ScoreMaps | None = None,
-    info: VideoInfo | None = None,
+    video: str | Path, *, options: LlavaOv2Options, **resume: Unpack[ResumeArgs]
 ) -> RunResult:
     """Run the llava-ov2 selector on one video.
 
@@ -89,11 +85,10 @@ def select_llava_ov2(
     ----------
     video : path of the video file.
     options : llava-ov2 options (lmms-video-utils' CodecConfig names, profile).
-    on_progress : called as ``on_progress(stage, fraction_done)`` after each stage.
-    front : cached probe … decode records of a run with the same FRONT_OPTIONS (then nothing is
-        decoded; GOPs, weights, selection and packing run again).
-    scores : ignored (the weights depend on the GOPs, which are cheap to redo).
-    info : the probe of ``video``, when the caller has it.
+    **resume : ``on_progress``, ``front`` (cached probe … decode records of a run with the same
+        FRONT_OPTIONS: then nothing is decoded; GOPs, weights, selection and packing run again),
+        ``info`` (the probe of ``video``); ``scores`` is ignored (the weights depend on the GOPs,
+        which are cheap to redo). See ``backend.pipeline.runner.ResumeArgs``.
 
     Returns
     -------
@@ -106,17 +101,7 @@ def select_llava_ov2(
     InputError, UnsupportedVideoError, DecodeError, PipelineError, ValueError.
     """
     cfg = options.stage_configs()
-    timings: dict[str, float] = {}
-    t_start = time.perf_counter()
-
-    def timed(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        timings[name] = time.perf_counter() - t0
-        if on_progress is not None:
-            on_progress(name, (STAGE_NAMES.index(name) + 1) / len(STAGE_NAMES))
-        return out
-
+    timed, front, _, info = begin(STAGE_NAMES, resume)
     warnings: list[RunWarning] = []
     if front is None:
         if info is None:
@@ -191,7 +176,7 @@ def select_llava_ov2(
         geometry,
         config=PackConfig(images_per_group=options.images_per_group, packer="quota"),
     )
-    timings["total"] = time.perf_counter() - t_start
+    timings = timed.finish()
     warnings += (
         list(candidates.warnings) + list(decoded.warnings) + list(groups.warnings) + list(selection.warnings)
     )

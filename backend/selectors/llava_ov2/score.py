@@ -40,22 +40,41 @@ def patch_sums(values: np.ndarray, patch: int) -> np.ndarray:
     return v.sum(axis=(1, 3), dtype=np.float64).astype(_F32)
 
 
+_SOBEL_X = ((0, 0, -1), (0, 2, 1), (1, 0, -2), (1, 2, 2), (2, 0, -1), (2, 2, 1))
+_SOBEL_Y = ((0, 0, -1), (0, 1, -2), (0, 2, -1), (2, 0, 1), (2, 1, 2), (2, 2, 1))
+"""The Sobel kernels' non-zero taps (row, column, weight), in row-major order."""
+
+
 def sobel_weight(y: np.ndarray, edge_weight: float) -> np.ndarray:
-    """(1 − w) + w × |Sobel(Y)| / (max + 1e-6), per pixel, float32 (zero padding at the border)."""
-    p = np.pad(np.asarray(y, _F32), 1)
+    """(1 − w) + w × |Sobel(Y)| / (max + 1e-6), per pixel, float32 (zero padding at the border).
+
+    The taps are added in row-major order, as torch's convolution adds them; the zero taps are
+    left out (adding ±0 changes at most the sign of a zero, which the magnitude squares away)
+    and the ±1, ±2 products are exact in float32.
+    """
     h, w = y.shape
-    kx = ((-1, 0, 1), (-2, 0, 2), (-1, 0, 1))
-    ky = ((-1, -2, -1), (0, 0, 0), (1, 2, 1))
-    gx = np.zeros((h, w), _F32)
-    gy = np.zeros((h, w), _F32)
-    for i in range(3):  # row-major taps, as torch's convolution adds them
-        for j in range(3):
+    p = np.zeros((h + 2, w + 2), _F32)
+    p[1:-1, 1:-1] = y
+    grads = []
+    for taps in (_SOBEL_X, _SOBEL_Y):
+        g = np.zeros((h, w), _F32)
+        for i, j, k in taps:
             tap = p[i : i + h, j : j + w]
-            gx = (gx + tap * _F32(kx[i][j])).astype(_F32)
-            gy = (gy + tap * _F32(ky[i][j])).astype(_F32)
-    mag = np.sqrt((gx * gx).astype(_F32) + (gy * gy).astype(_F32)).astype(_F32)
-    norm = (mag / (mag.max() + _F32(1e-6))).astype(_F32)
-    return (_F32(1.0 - edge_weight) + (_F32(edge_weight) * norm).astype(_F32)).astype(_F32)
+            if k == 1:
+                g += tap
+            elif k == -1:
+                g -= tap
+            else:
+                g += tap * _F32(k)
+        grads.append(g)
+    gx, gy = grads
+    np.multiply(gx, gx, out=gx)
+    np.multiply(gy, gy, out=gy)
+    mag = np.sqrt(gx + gy)
+    mag /= mag.max() + _F32(1e-6)
+    mag *= _F32(edge_weight)
+    mag += _F32(1.0 - edge_weight)
+    return mag
 
 
 # --------------------------------------------------------------------------- motion fields

@@ -126,14 +126,30 @@ CASES: dict[str, tuple[str, dict]] = {
 }
 
 
+def _selected_cases(request: pytest.FixtureRequest) -> list[str]:
+    """The cases this session runs (``-k`` may pick a few): the reference runs only those."""
+    picked = {
+        item.callspec.params["case"]
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module
+        and "case" in getattr(getattr(item, "callspec", None), "params", {})
+    }
+    return [name for name in CASES if name in picked]
+
+
 @pytest.fixture(scope="module")
 def reference(
-    reference_python: Path, clips: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    reference_python: Path,
+    clips: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict:
-    """Every case's reference output, from one run of the reference's process."""
+    """The selected cases' reference outputs, from one run of the reference's process."""
     folder = tmp_path_factory.mktemp("lvu_reference")
+    names = _selected_cases(request)
     jobs = []
-    for name, (clip, opts) in CASES.items():
+    for name in names:
+        clip, opts = CASES[name]
         kwargs = LlavaOv2Options(profile="parity", **opts).codec_config()
         jobs.append({"video": str(clips[clip]), "kwargs": kwargs, "out": str(folder / f"{name}.npz")})
     (folder / "jobs.json").write_text(json.dumps(jobs))
@@ -144,7 +160,7 @@ def reference(
         timeout=1800,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return {name: dict(np.load(folder / f"{name}.npz")) for name in CASES}
+    return {name: dict(np.load(folder / f"{name}.npz")) for name in names}
 
 
 @pytest.mark.parametrize("case", list(CASES))

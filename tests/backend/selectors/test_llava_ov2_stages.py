@@ -112,6 +112,7 @@ def test_uniform_gops_and_the_frames_parity_drops() -> None:
     parity = partition(inputs, config=GopConfig(profile="parity", **cfg))
     assert [(s.start, s.end) for s in parity.specs] == [(0, 6), (6, 12)]
     assert parity.dropped_tail == (12, 20) and parity.warnings[0].code == "frames_dropped"
+    assert "(lmms-video-utils defect 3)" in parity.warnings[0].message  # cited from its table, not cvp's
     # Clean needs ceil(20 / 6) = 4 GOPs: 5 frames each.
     clean = partition(inputs, config=GopConfig(profile="clean", **cfg))
     assert [(s.start, s.end) for s in clean.specs] == [(0, 5), (5, 10), (10, 15), (15, 20)]

@@ -9,12 +9,14 @@ import json
 import numpy as np
 import pytest
 
-from backend.pipeline import FRONT_OPTIONS, SelectionOptions
+from backend.pipeline import FRONT_OPTIONS, SelectionOptions, run
+from backend.pipeline.runner import begin
 from backend.runs.decode_cache import cache_key
 from backend.selectors import SELECTORS, check_options, options_for, selector_of, spec_of
 from backend.selectors.llava_ov2.options import LlavaOv2Options
+from backend.selectors.llava_ov2.run import select_llava_ov2
 from backend.selectors.presets import PRESETS, preset, preset_values
-from backend.selectors.uniform import UniformOptions, uniform_indices
+from backend.selectors.uniform import UniformOptions, select_uniform, uniform_indices
 from native import gateway, torch_math
 
 
@@ -33,6 +35,26 @@ def test_every_selector_has_an_options_class_that_is_its_schema() -> None:
         assert all(hasattr(options, k) for k in spec.front_options)
     with pytest.raises(ValueError, match=r"Invalid selector \('onevision2'\)"):
         SELECTORS.lookup("onevision2")
+
+
+def test_resumable_runs_share_one_set_of_keywords_and_one_stage_clock() -> None:
+    # An unknown keyword is refused before anything is opened, by each resumable selector.
+    for fn, options in (
+        (run, SelectionOptions()),
+        (select_llava_ov2, LlavaOv2Options()),
+        (select_uniform, UniformOptions()),
+    ):
+        with pytest.raises(TypeError, match="'front_cache'"):
+            fn("no-such-video.mp4", options=options, front_cache=None)
+    seen: list[tuple[str, float]] = []
+    clock, front, scores, info = begin(
+        ("a", "b", "c", "d"), {"on_progress": lambda n, f: seen.append((n, f))}
+    )
+    assert (front, scores, info) == (None, None, None)
+    assert clock("c", lambda x, *, y: x + y, 1, y=2) == 3 and clock("a", tuple) == ()
+    assert seen == [("c", 0.75), ("a", 0.25)]
+    timings = clock.finish()
+    assert set(timings) == {"a", "c", "total"} and timings["total"] >= timings["c"] >= 0
 
 
 def test_options_of_another_selector_are_refused_in_one_line() -> None:
