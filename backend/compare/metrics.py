@@ -187,7 +187,8 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(ra @ rb / den) if den > 0 else math.nan
 
 
-def _first_rows(result: RunResult) -> dict[int, int]:
+def first_rows(result: RunResult) -> dict[int, int]:
+    """Each candidate frame index's first row in ``result``'s candidates."""
     rows: dict[int, int] = {}
     for row, fid in enumerate(result.candidates.frame_indices.tolist()):
         rows.setdefault(int(fid), row)
@@ -216,14 +217,39 @@ def pair_metrics(a: RunResult, b: RunResult, *, variant_a: int = 0, variant_b: i
     PairMetrics over the frames that are candidates in either run.
     """
     _check_grids([a, b], [str(variant_a), str(variant_b)])
-    ma, mb = kept_masks(a), kept_masks(b)
-    total = max(ma.shape[0], mb.shape[0])
-    if ma.shape[0] < total:
-        ma = np.concatenate([ma, np.zeros((total - ma.shape[0], *ma.shape[1:]), bool)])
-    if mb.shape[0] < total:
-        mb = np.concatenate([mb, np.zeros((total - mb.shape[0], *mb.shape[1:]), bool)])
-    rows_a, rows_b = _first_rows(a), _first_rows(b)
+    rows_a, rows_b = first_rows(a), first_rows(b)
     frames = np.asarray(sorted(set(rows_a) | set(rows_b)), dtype=np.int64)
+    masks = (kept_masks(a), kept_masks(b))
+    return pair_from_masks(
+        a, b, *masks, frames, spearman_rows=(rows_a, rows_b), variants=(variant_a, variant_b)
+    )
+
+
+def pair_from_masks(
+    a: RunResult,
+    b: RunResult,
+    masks_a: np.ndarray,
+    masks_b: np.ndarray,
+    frames: np.ndarray,
+    *,
+    spearman_rows: tuple[dict[int, int], dict[int, int]] | None,
+    variants: tuple[int, int],
+) -> PairMetrics:
+    """Jaccard of two runs' kept masks at ``frames``, and their block-score Spearman.
+
+    Parameters
+    ----------
+    masks_a, masks_b : (frames_a, H, W) and (frames_b, H, W) bool
+        Kept blocks per ``frame_index`` on one grid; the shorter is padded with nothing kept.
+    frames : (n,) int64
+        The frame indices compared.
+    spearman_rows : each run's candidate row per frame index, or None
+        Where both runs have a row, the Spearman of their block scores; NaN elsewhere or with None.
+    variants : the two variants' indices, recorded in the metrics.
+    """
+    total = max(masks_a.shape[0], masks_b.shape[0], int(frames.max()) + 1 if frames.size else 0)
+    ma = np.concatenate([masks_a, np.zeros((total - masks_a.shape[0], *masks_a.shape[1:]), bool)])
+    mb = np.concatenate([masks_b, np.zeros((total - masks_b.shape[0], *masks_b.shape[1:]), bool)])
     fa, fb = ma[frames].reshape(frames.size, -1), mb[frames].reshape(frames.size, -1)
     kept_a = fa.sum(axis=1).astype(np.int64)
     kept_b = fb.sum(axis=1).astype(np.int64)
@@ -232,12 +258,14 @@ def pair_metrics(a: RunResult, b: RunResult, *, variant_a: int = 0, variant_b: i
     with np.errstate(invalid="ignore", divide="ignore"):
         jac = np.where(union > 0, both / np.maximum(union, 1), np.nan)
     rho = np.full(frames.size, np.nan)
-    for k, fid in enumerate(frames.tolist()):
-        if fid in rows_a and fid in rows_b:
-            rho[k] = spearman(a.scores.block_scores[rows_a[fid]], b.scores.block_scores[rows_b[fid]])
+    if spearman_rows is not None:
+        rows_a, rows_b = spearman_rows
+        for k, fid in enumerate(frames.tolist()):
+            if fid in rows_a and fid in rows_b:
+                rho[k] = spearman(a.scores.block_scores[rows_a[fid]], b.scores.block_scores[rows_b[fid]])
     return PairMetrics(
-        variant_a=variant_a,
-        variant_b=variant_b,
+        variant_a=variants[0],
+        variant_b=variants[1],
         frame_index=frames,
         jaccard=jac.astype(np.float64),
         spearman=rho,

@@ -33,7 +33,8 @@ import pandas as pd
 
 from backend import __version__
 from backend.compare.encode import Variant
-from backend.compare.metrics import PairMetrics, kept_masks, spearman, variant_metrics
+from backend.compare.metrics import PairMetrics, first_rows, kept_masks, pair_from_masks, variant_metrics
+from backend.compare.stored import pair_frame_rows
 from backend.errors import CodecLensError
 from backend.pipeline import RunResult
 from backend.records import _ShapeRepr
@@ -317,32 +318,18 @@ def pair_on_grid(
     """
     ma, mb = masks_on(picture_masks(a), grid_hw), masks_on(picture_masks(b), grid_hw)
     total = max(ma.shape[0], mb.shape[0])
-    ma = np.concatenate([ma, np.zeros((total - ma.shape[0], *ma.shape[1:]), bool)])
-    mb = np.concatenate([mb, np.zeros((total - mb.shape[0], *mb.shape[1:]), bool)])
-    rows_a = {int(f): r for r, f in reversed(list(enumerate(a.candidates.frame_indices.tolist())))}
-    rows_b = {int(f): r for r, f in reversed(list(enumerate(b.candidates.frame_indices.tolist())))}
+    rows_a, rows_b = first_rows(a), first_rows(b)
     frames = np.asarray(sorted(f for f in set(rows_a) | set(rows_b) if f < total), np.int64)
-    fa, fb = ma[frames].reshape(frames.size, -1), mb[frames].reshape(frames.size, -1)
-    kept_a, kept_b = fa.sum(axis=1).astype(np.int64), fb.sum(axis=1).astype(np.int64)
-    both = (fa & fb).sum(axis=1).astype(np.int64)
-    union = kept_a + kept_b - both
-    with np.errstate(invalid="ignore", divide="ignore"):
-        jac = np.where(union > 0, both / np.maximum(union, 1), np.nan)
-    rho = np.full(frames.size, np.nan)
     same = tuple(a.geometry.block_grid_hw) == tuple(grid_hw) == tuple(b.geometry.block_grid_hw)
-    if same and _whole_grid(a) and _whole_grid(b):
-        for k, fid in enumerate(frames.tolist()):
-            if fid in rows_a and fid in rows_b:
-                rho[k] = spearman(a.scores.block_scores[rows_a[fid]], b.scores.block_scores[rows_b[fid]])
-    return PairMetrics(
-        variant_a=variant_a,
-        variant_b=variant_b,
-        frame_index=frames,
-        jaccard=jac.astype(np.float64),
-        spearman=rho,
-        kept_a=kept_a,
-        kept_b=kept_b,
-        kept_both=both,
+    scored = same and _whole_grid(a) and _whole_grid(b)
+    return pair_from_masks(
+        a,
+        b,
+        ma,
+        mb,
+        frames,
+        spearman_rows=(rows_a, rows_b) if scored else None,
+        variants=(variant_a, variant_b),
     )
 
 
@@ -531,24 +518,6 @@ def _records(items: Sequence[Any], rename: Mapping[str, str] | None = None) -> p
 
 def comparison_tables(comparison: SelectorComparison) -> dict[str, pd.DataFrame]:
     """Rows of a selector comparison: variants, metrics, pairs, per-frame pairs and coverage."""
-    pair_frames = pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "variant_a": p.variant_a,
-                    "variant_b": p.variant_b,
-                    "frame_index": p.frame_index,
-                    "jaccard": p.jaccard,
-                    "spearman": p.spearman,
-                    "kept_a": p.kept_a,
-                    "kept_b": p.kept_b,
-                    "kept_both": p.kept_both,
-                }
-            )
-            for p in comparison.pairs
-        ],
-        ignore_index=True,
-    )
     return {
         "comparison_variants": _records(
             comparison.variants,
@@ -556,7 +525,7 @@ def comparison_tables(comparison: SelectorComparison) -> dict[str, pd.DataFrame]
         ),
         "comparison_metrics": _records(comparison.metrics),
         "comparison_pairs": pd.DataFrame([p.summary() for p in comparison.pairs]),
-        "comparison_pair_frames": pair_frames,
+        "comparison_pair_frames": pair_frame_rows(comparison.pairs),
         "comparison_coverage": _records(comparison.coverage),
     }
 

@@ -14,6 +14,7 @@ from backend.errors import StoreError
 from backend.store import SessionStore
 
 if TYPE_CHECKING:  # run.py stores through this module, so the import would be circular at runtime
+    from backend.compare.metrics import PairMetrics
     from backend.compare.run import CodecComparison
 
 
@@ -49,6 +50,26 @@ def comparison_row(comparison: CodecComparison, source_sha256: str) -> dict[str,
     }
 
 
+PAIR_FRAME_COLUMNS = (
+    "variant_a",
+    "variant_b",
+    "frame_index",
+    "jaccard",
+    "spearman",
+    "kept_a",
+    "kept_b",
+    "kept_both",
+)
+
+
+def pair_frame_rows(pairs: Sequence[PairMetrics]) -> pd.DataFrame:
+    """One row per (pair, frame) of ``pairs``: the comparison_pair_frames table of both comparison kinds."""
+    return pd.concat(
+        [pd.DataFrame({c: getattr(p, c) for c in PAIR_FRAME_COLUMNS}) for p in pairs],
+        ignore_index=True,
+    )
+
+
 def comparison_tables(comparison: CodecComparison) -> dict[str, pd.DataFrame]:
     """Rows of the comparison tables: variants, metrics, pairs, per-frame pair and luma series."""
     variants = _record_rows(comparison.variants)
@@ -56,28 +77,7 @@ def comparison_tables(comparison: CodecComparison) -> dict[str, pd.DataFrame]:
         columns={"encoder_options": "encoder_options_json", "keyframe_indices": "keyframe_indices_json"}
     )
     pairs = pd.DataFrame([p.summary() for p in comparison.pairs]) if comparison.pairs else None
-    pair_frames = (
-        pd.concat(
-            [
-                pd.DataFrame(
-                    {
-                        "variant_a": p.variant_a,
-                        "variant_b": p.variant_b,
-                        "frame_index": p.frame_index,
-                        "jaccard": p.jaccard,
-                        "spearman": p.spearman,
-                        "kept_a": p.kept_a,
-                        "kept_b": p.kept_b,
-                        "kept_both": p.kept_both,
-                    }
-                )
-                for p in comparison.pairs
-            ],
-            ignore_index=True,
-        )
-        if comparison.pairs
-        else None
-    )
+    pair_frames = pair_frame_rows(comparison.pairs) if comparison.pairs else None
     luma = pd.concat(
         [
             pd.DataFrame(
