@@ -197,6 +197,10 @@ def test_invalid_flags_are_one_line_and_run_nothing(
 NAMES = [f"{c}.mp4" for c in "abcdefgh"]
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _batch_until_one_is_done(tmp_path: Path) -> tuple[Path, Path, subprocess.Popen[str]]:
     """A batch of eight real clips on one worker, running, once its first video is done (~1 s
     each: what follows lands mid-batch even when this process is slow to notice, as on a loaded
@@ -212,6 +216,9 @@ def _batch_until_one_is_done(tmp_path: Path) -> tuple[Path, Path, subprocess.Pop
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A terminal's Ctrl-C, even when these tests run as a background job (a shell's `&`
+        # starts it with SIGINT ignored, and Python then keeps ignoring it).
+        preexec_fn=_interruptible,
     )
     deadline = time.monotonic() + 300
     while not list(out.glob("videos/*/codec_lens_batch.json")) and time.monotonic() < deadline:
