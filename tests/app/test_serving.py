@@ -168,6 +168,9 @@ class RunningApp:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            # Ctrl-C reaches it even when the suite runs as a background job (a shell's `&`
+            # starts it with SIGINT ignored, which children inherit).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.opener = urllib.request.build_opener(
             urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
