@@ -193,7 +193,8 @@ def info_text_html(result: RunResult, info: dict[str, Any]) -> str:
         moved = f" · moved from keyframe {info['moved_from']}"
         if info["moved_from"] in set(result.candidates.frame_indices.tolist()):
             moved += " (refilled as a candidate too)"
-    elif result.options.avoid_keyframes and fid in set(result.candidates.keyframe_indices):
+    # Only cvp's options have keyframe avoidance; other selectors' candidates list keyframes too.
+    elif getattr(result.options, "avoid_keyframes", False) and fid in set(result.candidates.keyframe_indices):
         # As the keyframes_kept warning says: avoidance could not keep this keyframe out.
         moved = " · keyframe kept despite avoid_keyframes"
     bad = "" if not info["bad_reason"] else f" · <b>bad frame: {html.escape(str(info['bad_reason']))}</b>"

@@ -85,6 +85,8 @@ def _plot_point(page: Any, elem: str, frame: float, frac_y: float) -> dict[str, 
 
 def _click_plot(page: Any, elem: str, frame: float, frac_y: float) -> None:
     """Click plot ``elem`` at x = ``frame`` and wait until the viewer shows the candidate nearest it."""
+    # The page's click handler is on the plot Gradio drew last (it replaces the div on updates).
+    page.wait_for_function(f"() => !!(document.querySelector('#{elem} .js-plotly-plot') || {{}}).__lensClick")
     point = _plot_point(page, elem, frame, frac_y)
     page.mouse.click(point["x"], point["y"])
     page.wait_for_function(
