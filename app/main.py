@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 # Hidden, not invisible: Gradio leaves visible=False components out of the page, and the
 # key handler must be able to click them.
 CSS = """
-#hidden_controls, #compare_hidden { display: none !important; }
+#hidden_controls, #compare_hidden, #canvas_follow { display: none !important; }
 #frame_stage { position: relative; overflow: hidden; margin: 0 auto; background: #111; cursor: crosshair; }
 #frame_zoom { position: relative; width: 100%; height: 100%; transform-origin: 0 0; }
 #frame_img { width: 100%; height: 100%; display: block; user-select: none; -webkit-user-drag: none; }
@@ -90,21 +90,24 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
             with gr.Tab("Inspect", id="inspect"):
                 inspect_tab = inspect.build_inspect_tab(ws, shared)
             with gr.Tab("Canvases", id="canvases") as canvas_tab:
-                canvases.build_canvas_tab(ws, shared.run_id, canvas_tab, inspect_tab.slider, tabs)
+                canvases.build_canvas_tab(ws, shared.run_id, canvas_tab, inspect_tab.slider)
             with gr.Tab("Compare codecs & selectors", id="compare"):
                 compare.build_compare_tab(ws)
             with gr.Tab("Luma bias", id="luma"):
                 luma.build_luma_tab(ws)
-            with gr.Tab("Run", id="run"):
+            with gr.Tab("Run", id="run") as run_tab_item:
                 run_tab = run.build_run_tab(ws, shared.run_id)
             with gr.Tab("Dataset", id="dataset"):
                 dataset.build_dataset_tab(ws, shared.run_id, tabs)
 
         # Across tabs: opening a run fills the Run tab's path and options; a run or a reopened
         # session saves the viewer of the run it replaces.
-        inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, run_tab.controls)
-        run.wire_run_tab(ws, shared.run_id, run_tab, inspect_tab)
-        sessions.wire_sessions_panel(ws, shared.run_id, run_tab.sessions, inspect_tab.view_controls[:4])
+        layout = run.OptionLayout.of(run_tab)
+        inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, layout)
+        run.wire_run_tab(ws, shared.run_id, run_tab, inspect_tab, shared.run_options)
+        sessions.wire_sessions_panel(
+            ws, shared.run_id, run_tab.sessions, inspect_tab.view_controls[:4], run_tab_item
+        )
         demo.load(
             lambda: sessions.page_load(ws, run_id),
             None,
@@ -119,4 +122,5 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
         demo.lens_info = functools.partial(inspect.info_fragment, ws)
         demo.lens_block = functools.partial(inspect_routes.block_fragment, ws, sources)
         demo.lens_cache = cache  # kept on the Blocks for benches
+        ws.warm_frame = functools.partial(inspect_routes.warm_frame, ws, cache)
     return demo

@@ -38,6 +38,9 @@ class Workspace:
     max_open_runs: int = 3
     pool: Any = field(default=None, repr=False)
     """The app's worker pool (app.workers.WorkerPool) for native work; None runs it in-process."""
+    warm_frame: Any = field(default=None, repr=False)
+    """Starts rendering a frame the page is about to ask for (run id, row, layers, opacity,
+    colormap, scale, heat); set by app.main.build_app, None does nothing."""
     _store: SessionStore | None = field(default=None, repr=False)
     _results: OrderedDict[str, Any] = field(default_factory=OrderedDict, repr=False)
     _memory: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -224,19 +224,25 @@ def sparse_video(
     return str(path)
 
 
+FOLLOW_IF_SHOWN_JS = """
+() => {
+  const shown = document.querySelector('#canvas_gallery')?.offsetParent;
+  if (shown) document.querySelector('#canvas_follow')?.click();
+  return [];
+}
+"""
+
+
 # Gradio finds the gr.SelectData parameter of a handler through its type hints, which are
 # resolved in this module's globals: gradio is imported at module level for that.
-def build_canvas_tab(
-    ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_row: Any = None, tabs: Any = None
-) -> None:
+def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_row: Any = None) -> None:
     """Build the canvases view inside the caller's current ``gr.Tab`` (``tab``); it follows ``run_id``.
 
     ``run_id`` holds a stored run's id. The tab draws at build time when the box already holds
     one, and then when it is opened (``tab.select``) on another run or another viewer frame
     (``viewer_row``: the inspector's candidate row), so a re-selection elsewhere never waits for
-    the gallery. ``tabs`` (the ``gr.Tabs`` holding ``tab``) tells which tab is open: a run that
-    arrives while this one is open (a page still loading when the tab was clicked) redraws it.
-    Without ``tab`` it redraws on every ``run_id.change``.
+    the gallery; a run that arrives while the tab is open (a page still loading when the tab was
+    clicked) redraws it. Without ``tab`` it redraws on every ``run_id.change``.
     """
     views = CanvasViews(ws)
     initial = refresh(views, run_id.value) if run_id.value else None
@@ -305,19 +311,17 @@ def build_canvas_tab(
             [*outputs, prompt, drawn],
             api_name=False,
         )
-        if tabs is not None:
-            is_open = gr.State(False)
-
-            def on_tab(evt: gr.SelectData) -> bool:
-                return evt.value == tab.label
-
-            def on_run(rid: str, row: Any, d: str, open_now: bool) -> tuple[Any, ...]:
-                return follow(views, rid, row, d) if open_now else (*(gr.update(),) * 10, d)
-
-            tabs.select(on_tab, None, is_open, api_name=False)
-            run_id.change(
-                on_run, [run_id, row_input, drawn, is_open], [*outputs, prompt, drawn], api_name=False
-            )
+        # A run that arrives while the tab is open redraws it. The page asks only then (a hidden
+        # button): a backend event on every run change would cost each live re-selection a
+        # round trip and two passes of Gradio's loading status.
+        follow_btn = gr.Button("follow", elem_id="canvas_follow")
+        follow_btn.click(
+            lambda rid, row, d: follow(views, rid, row, d),
+            [run_id, row_input, drawn],
+            [*outputs, prompt, drawn],
+            api_name=False,
+        )
+        run_id.change(None, None, None, js=FOLLOW_IF_SHOWN_JS, api_name=False)
 
     def on_select(rid: str, evt: gr.SelectData) -> tuple[Any, Any]:
         return pick_canvas(views, rid, evt.index)

@@ -27,6 +27,7 @@ from app.tabs.sessions import RUN_HEADERS
 from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
+    from app.tabs.run import OptionLayout
     from app.workspace import Workspace
     from backend.pipeline import RunResult
 
@@ -46,6 +47,10 @@ SRC_JS = """
     for (const [s, e, g] of JSON.parse(groupsJson || '[]')) if (row >= s && row < e) { group = g; break; }
   } catch (err) { group = null; }
   const key = run + ':' + group;
+  // Whatever opened another run drew its stepper: only a move within one run follows.
+  const sameRun = window.__lensGroupRun === run;
+  window.__lensGroupRun = run;
+  if (!sameRun) window.__lensGroup = key;
   if (run && group !== null && window.__lensGroup !== key) {
     window.__lensGroup = key;
     window.__lensFollow = (window.__lensFollow || 0) + 1;
@@ -106,6 +111,57 @@ VIEW_OUTPUTS = (
 LiveView = tuple[list[str], float, str, str, str]
 """The viewer a live re-selection keeps: layers, opacity, colormap, heatmap scale and source."""
 LATER_OUTPUTS = ("signal_plots",)
+
+PLOTS = {"timeline": "timeline", "signal_plots": "signal_plots", "readiness_plot": "readiness_plot"}
+"""The inspector's plots (view output → elem_id of its gr.Plot). The server sends each figure as
+JSON text to a hidden box (``#<elem_id>_fig``) and the page draws it (PLOT_JS): Gradio 6 remounts a
+gr.Plot on every new value and draws it twice (measured: two Plotly.newPlot plus two resizes,
+~150 ms of a re-selection's ~185 ms in the browser), while Plotly.react on the same div draws once
+and keeps the div (its click handler stays attached)."""
+
+# The figure box's change: react on the plot's div. Until the gr.Plot has a div (its first figure)
+# the figure goes to Gradio as the plot's value instead, which mounts it; Gradio's value then
+# never changes again, so it never redraws over what the page drew.
+PLOT_JS = """
+(text) => {
+  const gd = document.querySelector('#%s .js-plotly-plot');
+  if (!text) return undefined;
+  if (!gd || !window.Plotly) return {type: 'plotly', plot: text};
+  const fig = JSON.parse(text);
+  const layout = fig.layout || {};
+  // As Gradio's plot component draws a figure (its label shown).
+  layout.autosize = true;
+  layout.margin = Object.assign({}, layout.margin || {}, {autoexpand: true});
+  if (layout.title && (layout.title.text || typeof layout.title === 'string')) {
+    layout.margin.t = Math.max(100, layout.margin.t || 0);
+  }
+  const config = Object.assign({}, fig.config || {}, {responsive: true});
+  const draw = () => window.Plotly.react(gd, fig.data || [], layout, config);
+  // A plot below the viewer waits until the page is idle: the frame and the plots next to it first.
+  if (%s && window.requestIdleCallback) window.requestIdleCallback(draw, {timeout: 1000}); else draw();
+  return undefined;
+}
+"""
+
+
+OPEN_IF_NEW_JS = """
+(run, shown) => {
+  if (run && run !== shown) document.querySelector('#open_run_btn')?.click();
+  return [];
+}
+"""
+
+
+def figure_json(fig: Any) -> str:
+    """A figure as the JSON text the page draws (PLOT_JS); "" for none."""
+    from plotly.utils import PlotlyJSONEncoder
+
+    if fig is None:
+        return ""
+    # Figure.to_json deep-copies the figure first (~10 ms a figure here); the page only reads it.
+    return json.dumps({"data": fig._data, "layout": fig._layout}, cls=PlotlyJSONEncoder)
+
+
 """What a live re-selection sends in its second answer."""
 EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
 TOOLS_HTML = """
@@ -282,22 +338,27 @@ def open_view(
         "info": lambda: info_of(ws, run_id, row),
         "colour_legend": lambda: legends()[0],
         "heat_legend": lambda: legends()[1],
-        "timeline": lambda: timeline.prepare_timeline(result, cursor_frame_index=cursor),
-        "signal_plots": lambda: signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor),
+        "timeline": lambda: figure_json(timeline.prepare_timeline(result, cursor_frame_index=cursor)),
+        "signal_plots": lambda: figure_json(
+            signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor)
+        ),
         "groups_table": table,
         "group_pick": lambda: gr.update(choices=[s.group_index for s in result.groups.specs], value=group),
         "readiness_plot": lambda: (
-            None if group is None else group_stepper.prepare_readiness_plot(result, group)
+            "" if group is None else figure_json(group_stepper.prepare_readiness_plot(result, group))
         ),
         "shown_run": lambda: run_id,
         "video_path": lambda: gr.update(value=stored.video_path),
     }
-    return tuple(gr.update() if name in skip else draw[name]() for name in VIEW_OUTPUTS)
+    outputs = tuple(gr.update() if name in skip else draw[name]() for name in VIEW_OUTPUTS)
+    if "frame" not in skip and ws.warm_frame is not None:
+        # The page asks for the frame only once this view is on screen: start rendering it now.
+        ws.warm_frame(run_id, row, layers, opacity, cmap, scale, heat)
+    return outputs
 
 
 def show_run(
     ws: Workspace,
-    option_defaults: dict[str, Any],
     run_id: str,
     shown_run: str,
     row: float,
@@ -309,31 +370,22 @@ def show_run(
 ) -> tuple[Any, ...]:
     """Show run ``run_id`` where its viewer was left last time (or at its first frame).
 
-    Returns the view outputs, then the layers, opacity and colormap it was left with, then the
-    run's value of each selection option (``option_defaults``: name → value when unset). When
-    the viewer already shows ``run_id`` (``shown_run``: a live re-selection drew it) only the
-    option controls change.
+    Returns the view outputs, then the layers, opacity and colormap it was left with. When the
+    viewer already shows ``run_id`` (``shown_run``: a live re-selection drew it) nothing changes.
+    The Run tab's option controls follow the run through :func:`app.tabs.run.opened_options_json`.
     """
     from backend.render import LAYER_NAMES
 
-    if not run_id:
-        return (gr.update(),) * (len(VIEW_OUTPUTS) + 3 + len(option_defaults))
+    if not run_id or shown_run == run_id:
+        return (gr.update(),) * (len(VIEW_OUTPUTS) + 3)
     try:
-        with ws.store.held():  # one open of the file for the calls below
-            config = ws.store.get_run(run_id).config
-            # The run panel shows the open run's options, ready to be tweaked and run again.
-            options = [
-                gr.update(value=config.get(name, default)) for name, default in option_defaults.items()
-            ]
-            if shown_run == run_id:
-                return (*(gr.update(),) * (len(VIEW_OUTPUTS) + 3), *options)
-            view = ws.store.load_view(run_id) or {}
+        view = ws.store.load_view(run_id) or {}
     except CodecLensError as exc:
         raise ui_error(exc) from exc
     layers = [x for x in view.get("layers", layers) if x in LAYER_NAMES]
     opacity, cmap = float(view.get("opacity", opacity)), view.get("colormap", cmap)
     outputs = open_view(ws, run_id, int(view.get("row", 0)), layers, opacity, cmap, scale, heat)
-    return (*outputs, layers, opacity, cmap, *options)
+    return (*outputs, layers, opacity, cmap)
 
 
 def step(ws: Workspace, run_id: str, row: float, action: str) -> int:
@@ -375,19 +427,19 @@ def pick_block(ws: Workspace, run_id: str, row: float, xy: str) -> str:
 
 
 def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
-    """The readiness plot of ``group`` and its first candidate row (for the slider)."""
+    """The readiness plot of ``group`` (figure JSON) and its first candidate row (for the slider)."""
     from views.inspector import group_stepper
 
     if group is None or not run_id:
-        return None, gr.update()
+        return gr.update(), gr.update()
     result = result_of(ws, run_id)
     spec = next(s for s in result.groups.specs if s.group_index == int(group))
-    return group_stepper.prepare_readiness_plot(result, int(group)), spec.start
+    return figure_json(group_stepper.prepare_readiness_plot(result, int(group))), spec.start
 
 
 def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tuple[Any, Any]:
     """The group stepper follows the viewer: the group of candidate ``row`` and its readiness
-    plot, unchanged (nothing sent) while the row stays in ``shown_group``."""
+    plot (figure JSON), unchanged (nothing sent) while the row stays in ``shown_group``."""
     from views.inspector import group_stepper
     from views.inspector.navigation import group_of_row
 
@@ -398,7 +450,7 @@ def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tu
     group = group_of_row(result, min(max(int(row or 0), 0), n - 1))
     if group is None or (shown_group not in (None, "") and int(shown_group) == group):
         return gr.update(), gr.update()
-    return gr.update(value=group), group_stepper.prepare_readiness_plot(result, group)
+    return gr.update(value=group), figure_json(group_stepper.prepare_readiness_plot(result, group))
 
 
 def reselect_live(
@@ -483,6 +535,11 @@ class SharedControls:
     key_buttons: dict[str, Any]
     jump_frame: Any
     jump_btn: Any
+    run_options: Any
+    figures: dict[str, Any]
+    """The hidden boxes the inspector's figures arrive in (PLOTS: view output → box)."""
+    open_btn: Any
+    """Pressed by the page when run_id names a run the viewer does not show (OPEN_IF_NEW_JS)."""
 
 
 def build_shared_controls() -> SharedControls:
@@ -500,8 +557,24 @@ def build_shared_controls() -> SharedControls:
         key_buttons = {a: gr.Button(a, elem_id=f"k_{a}") for a in navigation.ACTIONS}
         jump_frame = gr.Textbox(elem_id="jump_frame")
         jump_btn = gr.Button("jump", elem_id="jump_btn")
+        # The open run's option values for the Run tab's controls, as one JSON text that the page
+        # spreads over them (app.tabs.run.APPLY_OPTIONS_JS): see wire_inspect_tab.
+        run_options = gr.Textbox(value="", elem_id="run_options")
+        figures = {name: gr.Textbox(value="", elem_id=f"{elem}_fig") for name, elem in PLOTS.items()}
+        open_btn = gr.Button("open", elem_id="open_run_btn")
     return SharedControls(
-        summary, run_id, frames, groups, follow_row, shown_run, key_buttons, jump_frame, jump_btn
+        summary,
+        run_id,
+        frames,
+        groups,
+        follow_row,
+        shown_run,
+        key_buttons,
+        jump_frame,
+        jump_btn,
+        run_options,
+        figures,
+        open_btn,
     )
 
 
@@ -634,43 +707,55 @@ def _view_outputs(shared: SharedControls, tab: InspectTab, video_path: Any) -> l
         tab.info,
         tab.colour_legend,
         tab.heat_legend,
-        tab.plot,
-        tab.signal_plot,
+        shared.figures["timeline"],
+        shared.figures["signal_plots"],
         tab.groups_table,
         tab.group_pick,
-        tab.steps_plot,
+        shared.figures["readiness_plot"],
         shared.shown_run,
         video_path,
     ]
 
 
 def wire_inspect_tab(
-    ws: Workspace, shared: SharedControls, tab: InspectTab, video_path: Any, option_controls: dict[str, Any]
+    ws: Workspace, shared: SharedControls, tab: InspectTab, video_path: Any, layout: OptionLayout
 ) -> None:
-    """Opening a run (which also fills the Run tab's ``video_path`` and ``option_controls``),
-    frame steps, keys, plot clicks, the group stepper, legends and live re-selection."""
+    """Opening a run (which also fills the Run tab's ``video_path`` and, through
+    ``shared.run_options``, the option controls ``layout`` lists), frame steps, keys, plot clicks,
+    the group stepper, legends and live re-selection."""
+    from app.tabs.run import opened_options_json
+
     rid = shared.run_id
     view_outputs = _view_outputs(shared, tab, video_path)
-    defaults = {name: c.value for name, c in option_controls.items()}
-    live_outputs = [*option_controls.values(), *tab.live.values()]
 
+    # Every backend event costs the page a pass over the loading status of each component any
+    # event ever updated (Gradio 6's update_loading_stati_state, a tree search per component):
+    # the dozens of Run-tab controls are therefore filled by one JSON text and a page-side
+    # function, not as outputs of this event, and a live re-selection (shown == r) changes none.
     def on_run(r, shown, row, lay, op, cm, sc, ht):
         if not r:
-            return (
-                *show_run(ws, defaults, r, shown, row, lay, op, cm, sc, ht),
-                *(gr.update(),) * len(tab.live),
-            )
-        with ws.store.held():  # one open of the file for both
-            out = show_run(ws, defaults, r, shown, row, lay, op, cm, sc, ht)
+            return (gr.update(),) * (len(VIEW_OUTPUTS) + 4 + len(tab.live))
+        with ws.store.held():  # one open of the file for all three
+            out = show_run(ws, r, shown, row, lay, op, cm, sc, ht)
             config = ws.store.get_run(r).config
-        return (*out, *(gr.update(value=config[n]) if n in config else gr.update() for n in tab.live))
+            options = opened_options_json(ws, r, layout)
+        # A live re-selection (shown == r) drew the view and set the live controls itself.
+        live = (gr.update(value=config[n]) if n in config and shown != r else gr.update() for n in tab.live)
+        return (*out, options, *live)
 
-    rid.change(
+    # Only a run the viewer does not show yet opens through the server: a live re-selection drew
+    # its run itself, and a backend event costs the page a round trip and two status passes.
+    shared.open_btn.click(
         on_run,
         [rid, shared.shown_run, *tab.view_controls],
-        [*view_outputs, tab.layers, tab.opacity, tab.colormap, *live_outputs],
+        [*view_outputs, tab.layers, tab.opacity, tab.colormap, shared.run_options, *tab.live.values()],
         api_name=False,
     )
+    rid.change(None, [rid, shared.shown_run], None, js=OPEN_IF_NEW_JS, api_name=False)
+    plots = {"timeline": tab.plot, "signal_plots": tab.signal_plot, "readiness_plot": tab.steps_plot}
+    for name, box in shared.figures.items():
+        later = "true" if name in LATER_OUTPUTS else "false"
+        box.change(None, box, plots[name], js=PLOT_JS % (PLOTS[name], later), api_name=False)
     src_inputs = [tab.slider, rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, shared.frames]
     src_inputs += [tab.codec, shared.groups]
     for c in [tab.slider, rid, *tab.view_controls[1:], tab.codec]:
@@ -688,7 +773,7 @@ def wire_inspect_tab(
     shared.follow_row.change(
         lambda r, text, g: follow_group(ws, r, (text or "0").split()[0], g),
         [rid, shared.follow_row, tab.group_pick],
-        [tab.group_pick, tab.steps_plot],
+        [tab.group_pick, shared.figures["readiness_plot"]],
         api_name=False,
         show_progress="hidden",
     )
@@ -707,18 +792,33 @@ def wire_inspect_tab(
         api_name=False,
     )
     tab.group_pick.input(
-        lambda r, g: show_group(ws, r, g), [rid, tab.group_pick], [tab.steps_plot, tab.slider], api_name=False
+        lambda r, g: show_group(ws, r, g),
+        [rid, tab.group_pick],
+        [shared.figures["readiness_plot"], tab.slider],
+        api_name=False,
     )
     names = list(tab.live)
+    # shown_run goes first: Gradio applies an answer's outputs in order and starts run_id's change
+    # events as it applies run_id, so they must already read the new shown_run (OPEN_IF_NEW_JS).
+    at = VIEW_OUTPUTS.index("shown_run")
+    others = [c for name, c in zip(VIEW_OUTPUTS[:-1], view_outputs[:-1], strict=True) if name != "shown_run"]
 
     def on_live(r, row, lay, op, cm, sc, ht, *values):
-        yield from reselect_live_steps(ws, names, r, row, (lay, op, cm, sc, ht), list(values))
+        new_id = None
+        for out in reselect_live_steps(ws, names, r, row, (lay, op, cm, sc, ht), list(values)):
+            view = out[1:]
+            options: Any = gr.update()
+            if isinstance(out[0], str):
+                new_id = out[0]
+            elif new_id:  # the later answer: the Run tab's controls follow the new run
+                options = opened_options_json(ws, new_id, layout)
+            yield (view[at], out[0], *view[:at], *view[at + 1 :], options)
 
     for control in tab.live.values():
         control.input(
             on_live,
             [rid, *tab.view_controls, *tab.live.values()],
-            [rid, *view_outputs[:-1]],
+            [shared.shown_run, rid, *others, shared.run_options],
             api_name=False,
             show_progress="hidden",
         )

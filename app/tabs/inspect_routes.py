@@ -143,7 +143,6 @@ def render_jpeg(
     """
     from backend.render import cached_plan, draw_native
     from views.inspector.codec_layers import parse_codec_layers
-    from views.inspector.frame_layers import prepare_frame_layers
 
     result = ws.result(run_id)
     row = resolve_row(result, row, frame)
@@ -159,16 +158,44 @@ def render_jpeg(
         return cache.get((run_id, row, opts, kinds, "native"), native)
 
     def job(r: int) -> tuple[Any, Any]:
-        key = (run_id, r, opts, kinds)
-        return key, lambda: _with_codec_layers(
-            prepare_frame_layers(result, r, opts).image, sides, run_id, result, r, kinds
-        )
+        return _frame_job(result, run_id, r, opts, kinds, sides)
 
     data = cache.get(*job(row))
     n = int(result.candidates.frame_indices.size)
     near = [row + d for d in range(1, PREFETCH_AHEAD + 1)] + [row - d for d in range(1, PREFETCH_BEHIND + 1)]
     cache.prefetch([job(r) for r in near if 0 <= r < n])
     return data
+
+
+def _frame_job(
+    result: RunResult, run_id: str, row: int, opts: Any, kinds: str, sides: CodecSides | None
+) -> tuple[Any, Any]:
+    """The cache key of one processed frame and the function that renders it."""
+    from views.inspector.frame_layers import prepare_frame_layers
+
+    def render() -> np.ndarray:
+        image = prepare_frame_layers(result, row, opts).image
+        return _with_codec_layers(image, sides, run_id, result, row, kinds)
+
+    return (run_id, row, opts, kinds), render
+
+
+def warm_frame(
+    ws: Workspace,
+    cache: JpegCache,
+    run_id: str,
+    row: int,
+    layers: list[str] | str,
+    opacity: float,
+    cmap: str,
+    scale: str,
+    heat: str = DEFAULT_HEAT,
+) -> None:
+    """Start rendering the processed frame (no codec layers) that a view being drawn names, so
+    the page's request for it, which comes only once the view is on screen, finds it ready."""
+    result = ws.result(run_id)
+    checked_row(result, row)
+    cache.warm(*_frame_job(result, run_id, row, layer_options(layers, opacity, cmap, scale, heat), "", None))
 
 
 def info_fragment(ws: Workspace, run_id: str, row: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -330,31 +331,69 @@ def build_run_tab(ws: Workspace, run_id: gr.Textbox) -> RunTab:
     )
 
 
-def opened_selector(
-    ws: Workspace, run_id: str, selectors: Sequence[str], counts: Sequence[int]
-) -> tuple[Any, ...]:
-    """The selector choice and the option controls of the run just opened (cvp's are filled by the
-    Inspect tab, so they are left as they are)."""
+@dataclass(frozen=True)
+class OptionLayout:
+    """The Run tab's selector choice and option controls in output order: ``entries`` holds one
+    ``(selector, name, default)`` per control, the selector choice first as ``("", "selector", "cvp")``."""
+
+    entries: tuple[tuple[str, str, Any], ...]
+
+    @classmethod
+    def of(cls, tab: RunTab) -> OptionLayout:
+        """The layout of ``tab``'s controls: its selector choice, then every selector's controls."""
+        controls = [(s, n, c.value) for s, named in tab.selector_controls.items() for n, c in named.items()]
+        return cls((("", "selector", tab.selector.value), *controls))
+
+    def outputs(self, tab: RunTab) -> list[Any]:
+        """``tab``'s components in the order of ``entries``."""
+        return [tab.selector, *(tab.selector_controls[s][n] for s, n, _ in self.entries[1:])]
+
+
+def opened_options(ws: Workspace, run_id: str, layout: OptionLayout) -> list[Any]:
+    """The value each control of ``layout`` takes for stored run ``run_id``: the run's selector,
+    then its option values; None leaves a control as it is (another selector's)."""
     from backend.selectors import options_for
 
-    if not run_id:
-        return (gr.update(),) * (1 + sum(counts))
     try:
         row = ws.store.get_run(run_id)
     except CodecLensError as exc:
         raise ui_error(exc) from exc
-    out: list[Any] = [gr.update(value=row.selector)]
-    for name, count in zip(selectors, counts, strict=True):
-        if name == "cvp" or name != row.selector:
-            out += [gr.update()] * count
-            continue
-        values = options_for(name, row.config).as_dict()
-        out += [gr.update(value=v) for v in values.values()]
-    return tuple(out)
+    # cvp's options read as they were stored (a run made before an option existed keeps the
+    # control's default); another selector's through its options class.
+    values = {} if row.selector == "cvp" else options_for(row.selector, row.config).as_dict()
+    out: list[Any] = [row.selector]
+    for selector, name, default in layout.entries[1:]:
+        if selector != row.selector:
+            out.append(None)
+        else:
+            out.append(row.config.get(name, default) if selector == "cvp" else values[name])
+    return out
 
 
-def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: InspectTab) -> None:
-    """Upload and Run; a run saves the viewer of ``inspect`` for the run it replaces."""
+def opened_options_json(ws: Workspace, run_id: str, layout: OptionLayout) -> str:
+    """:func:`opened_options` as the JSON text the page spreads over the controls (APPLY_OPTIONS_JS)."""
+    return json.dumps({"run": run_id, "values": opened_options(ws, run_id, layout)}, default=str)
+
+
+# Spreads the open run's options (one JSON text) over the Run tab's controls in the page: a
+# frontend-only event, so the controls never become outputs of a backend event (see
+# inspect.wire_inspect_tab on why that matters). undefined leaves a control as it is.
+APPLY_OPTIONS_JS = """
+(text) => {
+  let got = null;
+  try { got = JSON.parse(text || 'null'); } catch (err) { got = null; }
+  const n = %d;
+  if (!got || !Array.isArray(got.values) || got.values.length !== n) return Array(n).fill(undefined);
+  return got.values.map((v) => (v === null ? undefined : v));
+}
+"""
+
+
+def wire_run_tab(
+    ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: InspectTab, run_options: gr.Textbox
+) -> None:
+    """Upload and Run; a run saves the viewer of ``inspect`` for the run it replaces. The option
+    controls follow the open run through ``run_options`` (filled by the Inspect tab's ``on_run``)."""
 
     def upload(request: gr.Request, file: Any, current: str) -> tuple[Any, Any]:
         return on_upload(ws, file, session_of(request))
@@ -414,7 +453,7 @@ def wire_run_tab(ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: Inspec
         [tab.selector, *tab.selector_controls["cvp"].values()],
         api_name=False,
     )
-    counts = [len(names[s]) for s in selectors]
-    run_id.change(
-        lambda r: opened_selector(ws, r, selectors, counts), run_id, [tab.selector, *flat], api_name=False
+    layout = OptionLayout.of(tab)
+    run_options.change(
+        None, run_options, layout.outputs(tab), js=APPLY_OPTIONS_JS % len(layout.entries), api_name=False
     )

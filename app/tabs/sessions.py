@@ -96,16 +96,40 @@ def build_sessions_panel(ws: Workspace, run_id: gr.Textbox) -> SessionsPanel:
     return SessionsPanel(open_pick=open_pick, open_btn=open_btn, refresh_btn=refresh_btn, runs=runs)
 
 
+# Refresh the panel only where it is seen: a backend event on every run change would cost each
+# live re-selection a server round trip and two passes of Gradio's loading status.
+REFRESH_IF_SHOWN_JS = """
+() => {
+  const shown = document.querySelector('#runs_table')?.offsetParent;
+  if (shown) document.querySelector('#refresh_btn')?.click();
+  return [];
+}
+"""
+
+
 def wire_sessions_panel(
-    ws: Workspace, run_id: gr.Textbox, panel: SessionsPanel, view_controls: list[gr.Component]
+    ws: Workspace,
+    run_id: gr.Textbox,
+    panel: SessionsPanel,
+    view_controls: list[gr.Component],
+    tab: gr.Tab | None = None,
 ) -> None:
-    """Refresh and Open; ``view_controls`` (row, layers, opacity, colormap) are saved on Open."""
-    panel.refresh_btn.click(
-        lambda rid: sessions_update(ws, rid), run_id, [panel.runs, panel.open_pick], api_name=False
-    )
-    # Whatever opened a run (Run, Import, Open, a live re-selection, the page load), the runs
-    # table and the stored-run choice follow it.
-    run_id.change(lambda rid: sessions_update(ws, rid), run_id, [panel.runs, panel.open_pick], api_name=False)
+    """Refresh and Open; ``view_controls`` (row, layers, opacity, colormap) are saved on Open.
+
+    Whatever opened a run (Run, Import, Open, a live re-selection, the page load), the runs table
+    and the stored-run choice follow it: at once while the panel is on screen, else when ``tab``
+    (the tab holding it) is opened.
+    """
+    # A refresh takes milliseconds: no progress bar over the list (it covered the stored-run choice).
+    for event in [panel.refresh_btn.click, *([tab.select] if tab is not None else [])]:
+        event(
+            lambda rid: sessions_update(ws, rid),
+            run_id,
+            [panel.runs, panel.open_pick],
+            api_name=False,
+            show_progress="hidden",
+        )
+    run_id.change(None, None, None, js=REFRESH_IF_SHOWN_JS, api_name=False)
     panel.open_btn.click(
         lambda current, chosen, row, lay, op, cm: open_stored(ws, current, chosen, row, lay, op, cm),
         [run_id, panel.open_pick, *view_controls],

@@ -122,6 +122,11 @@ def _open(page: Any, run_id: str) -> None:
     page.locator("[role=option]", has_text=run_id).first.click()
     page.locator("#open_btn").click()
     page.get_by_role("tab", name="Inspect").click()
+    # The viewer has drawn the run (not only pointed its image at it) before a test moves it.
+    page.wait_for_function(
+        f"() => document.querySelector('#shown_run textarea, #shown_run input').value === '{run_id}'",
+        timeout=60_000,
+    )
     page.wait_for_function(
         f"() => {{ const i = document.querySelector('#frame_img');"
         f" return i.src.includes('run={run_id}') && i.complete && i.naturalWidth > 0; }}",

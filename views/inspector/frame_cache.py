@@ -11,6 +11,8 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 from PIL import Image
 
+from backend.errors import CodecLensError
+
 Render = Callable[[], np.ndarray]
 
 
@@ -49,6 +51,8 @@ class JpegCache:
         self._wake = threading.Condition(self._lock)
         self._worker: threading.Thread | None = None
         self._busy = False
+        # Keys being rendered by warm(): a get() of one waits for it instead of rendering twice.
+        self._inflight: dict[Hashable, threading.Event] = {}
         self.hits = 0
         self.misses = 0
 
@@ -72,9 +76,14 @@ class JpegCache:
             self._bytes -= len(old)
 
     def get(self, key: Hashable, render: Render) -> bytes:
-        """The cached JPEG for ``key``, rendering and storing it on a miss."""
+        """The cached JPEG for ``key``, rendering and storing it on a miss (or waiting for the
+        render :meth:`warm` started)."""
         with self._lock:
             self._last_get = time.monotonic()
+            inflight = self._inflight.get(key)
+        if inflight is not None:
+            inflight.wait(timeout=30.0)
+        with self._lock:
             data = self._items.get(key)
             if data is not None:
                 self._items.move_to_end(key)
@@ -85,6 +94,28 @@ class JpegCache:
         with self._lock:
             self._put(key, data)
         return data
+
+    def warm(self, key: Hashable, render: Render) -> None:
+        """Render ``key`` now on a thread of its own: the page is about to ask for it (a view
+        being drawn names its URL), and a :meth:`get` meanwhile waits for this render."""
+        with self._lock:
+            if key in self._items or key in self._inflight:
+                return
+            done = self._inflight[key] = threading.Event()
+
+        def run() -> None:
+            try:
+                data = encode_jpeg(render(), quality=self.quality)
+                with self._lock:
+                    self._put(key, data)
+            except (CodecLensError, ValueError, OSError):
+                pass  # the get that wants this frame renders it again and reports the error
+            finally:
+                with self._lock:
+                    self._inflight.pop(key, None)
+                done.set()
+
+        threading.Thread(target=run, name="jpeg-warm", daemon=True).start()
 
     def prefetch(self, items: Sequence[tuple[Hashable, Render]]) -> None:
         """Render these in the background (nearest first), dropping any older request."""

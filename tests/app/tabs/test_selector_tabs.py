@@ -4,6 +4,7 @@ comparison with it renders its panes. A real workspace, a tiny H.264 clip, no br
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,14 +71,29 @@ def test_the_run_tab_shows_onevisions_controls_and_reopens_its_run(ws: Workspace
     assert ws.store.get_run(onevision_run).selector == "onevision"
     shown = run.selector_groups("onevision", SELECTOR_NAMES)
     assert [u["visible"] for u in shown] == [s == "onevision" for s in SELECTOR_NAMES]
-    # Opening the run fills the selector choice and exactly its controls, in order.
+    # Opening the run fills the selector choice and exactly its controls, in the Run tab's order
+    # (the JSON text the page spreads over them: None leaves another selector's control alone).
+    with gr.Blocks():
+        tab = run.build_run_tab(ws, gr.Textbox())
+    layout = run.OptionLayout.of(tab)
     counts = [len(option_names(s)) for s in SELECTOR_NAMES]
-    out = run.opened_selector(ws, onevision_run, SELECTOR_NAMES, counts)
-    assert len(out) == 1 + sum(counts) and out[0]["value"] == "onevision"
-    k = SELECTOR_NAMES.index("onevision")
-    start = 1 + sum(counts[:k])
-    filled = dict(zip(option_names("onevision"), out[start : start + counts[k]], strict=True))
-    assert filled["num_images"]["value"] == 3 and filled["static_fallback"]["value"] is False
+    assert len(layout.entries) == len(layout.outputs(tab)) == 1 + sum(counts)
+    assert layout.outputs(tab)[0] is tab.selector
+    out = json.loads(run.opened_options_json(ws, onevision_run, layout))
+    assert out["run"] == onevision_run and out["values"][0] == "onevision"
+    filled = {
+        name: value
+        for (selector, name, _), value in zip(layout.entries[1:], out["values"][1:], strict=True)
+        if selector == "onevision"
+    }
+    assert tuple(filled) == tuple(option_names("onevision"))
+    assert filled["num_images"] == 3 and filled["static_fallback"] is False
+    others = [
+        v
+        for (selector, _, _), v in zip(layout.entries[1:], out["values"][1:], strict=True)
+        if selector != "onevision"
+    ]
+    assert others and all(v is None for v in others)
     # Run again with one control changed: onevision does not resume, so it decodes again.
     options = run.selection_options(
         ["num_images"], [2.0], "onevision", base=ws.store.get_run(onevision_run).config
@@ -91,7 +107,7 @@ def test_the_run_tab_shows_onevisions_controls_and_reopens_its_run(ws: Workspace
 
 def test_its_run_opens_in_inspect_canvases_and_export(ws: Workspace, onevision_run: str) -> None:
     defaults = {n: m["default"] for n, m in field_help(SelectionOptions).items()}
-    out = inspect.show_run(ws, defaults, onevision_run, "", 0, ["kept"], 0.5, "turbo", "frame")
+    out = inspect.show_run(ws, onevision_run, "", 0, ["kept"], 0.5, "turbo", "frame")
     view = dict(zip(inspect.VIEW_OUTPUTS, out, strict=False))
     assert "12 candidates → 1 group → 3 canvases" in view["summary"]
     assert "signal_stand_in" in view["summary"] and "anchor (whole frame kept)" in view["info"]

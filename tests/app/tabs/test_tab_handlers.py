@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,8 @@ def _option_defaults() -> dict[str, Any]:
 
 
 def test_opening_a_run_shows_its_first_frame_and_options(ws: Workspace, run_id: str) -> None:
-    defaults = _option_defaults()
-    out = inspect.show_run(ws, defaults, run_id, "", 0, LAYERS, 0.5, "turbo", "frame")
-    assert len(out) == len(inspect.VIEW_OUTPUTS) + 3 + len(defaults)
+    out = inspect.show_run(ws, run_id, "", 0, LAYERS, 0.5, "turbo", "frame")
+    assert len(out) == len(inspect.VIEW_OUTPUTS) + 3
     view = dict(zip(inspect.VIEW_OUTPUTS, out, strict=False))
     assert "flower_timelapse_cc0.mp4" in view["summary"] and "canvases" in view["summary"]
     assert "pipeline " in view["summary"] and view["shown_run"] == run_id
@@ -52,17 +52,22 @@ def test_opening_a_run_shows_its_first_frame_and_options(ws: Workspace, run_id: 
     assert "candidate 0 · frame 0" in view["info"]
     assert view["group_pick"]["value"] == 0 and "kept" in view["colour_legend"]
     assert view["video_path"]["value"] == str(SAMPLE_VIDEO.resolve())
-    layers, opacity, cmap = out[len(inspect.VIEW_OUTPUTS) : len(inspect.VIEW_OUTPUTS) + 3]
+    layers, opacity, cmap = out[len(inspect.VIEW_OUTPUTS) :]
     assert (layers, opacity, cmap) == (LAYERS, 0.5, "turbo")
-    options = out[len(inspect.VIEW_OUTPUTS) + 3 :]
-    assert options[list(defaults).index("profile")]["value"] == "clean"
-    # Without a run nothing changes.
-    assert all(
-        u == gr.update() for u in inspect.show_run(ws, defaults, "", "", 0, LAYERS, 0.5, "turbo", "frame")
+    # The Run tab's controls get the run's options (cvp's as stored, the control's default for
+    # an option the run does not record); other selectors' controls are left alone.
+    defaults = _option_defaults()
+    layout = run.OptionLayout(
+        (("", "selector", "cvp"), *(("cvp", n, d) for n, d in defaults.items()), ("uniform", "num_frames", 8))
     )
-    # A run the viewer already shows (a live re-selection drew it): only the options change.
-    again = inspect.show_run(ws, defaults, run_id, run_id, 0, LAYERS, 0.5, "turbo", "frame")
-    assert all(u == gr.update() for u in again[: len(inspect.VIEW_OUTPUTS) + 3])
+    values = json.loads(run.opened_options_json(ws, run_id, layout))["values"]
+    assert values[0] == "cvp" and values[-1] is None
+    assert values[1 + list(defaults).index("profile")] == "clean"
+    # Without a run nothing changes.
+    assert all(u == gr.update() for u in inspect.show_run(ws, "", "", 0, LAYERS, 0.5, "turbo", "frame"))
+    # A run the viewer already shows (a live re-selection drew it): nothing changes.
+    again = inspect.show_run(ws, run_id, run_id, 0, LAYERS, 0.5, "turbo", "frame")
+    assert all(u == gr.update() for u in again)
 
 
 def test_changing_a_layer_changes_the_frame_and_the_legend(ws: Workspace, run_id: str) -> None:
@@ -103,7 +108,8 @@ def test_steps_jumps_blocks_and_groups(ws: Workspace, run_id: str) -> None:
     with pytest.raises(gr.Error, match="bad block position"):
         inspect.pick_block(ws, run_id, 0, "nowhere")
     plot, start = inspect.show_group(ws, run_id, second.group_index)
-    assert start == second.start and plot.layout.title.text == f"group {second.group_index}: readiness trace"
+    title = json.loads(plot)["layout"]["title"]["text"]
+    assert start == second.start and title == f"group {second.group_index}: readiness trace"
     with pytest.raises(gr.Error, match="No run is open"):
         inspect.step(ws, "", 0, "next_group")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 
 import numpy as np
 import pytest
@@ -58,6 +59,29 @@ def test_prefetch_fills_neighbours_and_newer_requests_replace_older() -> None:
     cache.prefetch([(k, lambda k=k: rendered.append(k) or _frame(k)) for k in range(3, 8)])
     assert cache.wait_idle(10.0)
     assert sorted(rendered) == [5, 6, 7]  # 3 and 4 were cached already
+
+
+def test_a_get_during_a_warm_render_waits_for_it_instead_of_rendering_again() -> None:
+    cache = JpegCache(budget_bytes=1 << 24)
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow() -> np.ndarray:
+        calls.append("warm")
+        started.set()
+        release.wait(10.0)
+        return _frame(1)
+
+    cache.warm("k", slow)
+    assert started.wait(10.0)
+    threading.Timer(0.2, release.set).start()
+    data = cache.get("k", lambda: calls.append("get") or _frame(2))
+    assert calls == ["warm"] and data == encode_jpeg(_frame(1))
+    assert (cache.hits, cache.misses) == (1, 0)
+    cache.warm("k", lambda: calls.append("again") or _frame(3))  # cached: nothing to do
+    # A warm render that fails leaves the key to the get that wants it.
+    cache.warm("bad", lambda: (_ for _ in ()).throw(OSError("gone")))
+    assert cache.get("bad", lambda: _frame(4)) == encode_jpeg(_frame(4))
+    assert calls == ["warm"]
 
 
 @pytest.mark.parametrize(
