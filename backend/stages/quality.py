@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
 from backend.config import param, validate_fields
@@ -42,6 +41,8 @@ class QualityConfig:
 
 def luma(rgb: np.ndarray) -> np.ndarray:
     """OpenCV's integer BT.601 luma, (4899·R + 9617·G + 1868·B + 8192) >> 14, (H, W) uint8."""
+    import cv2
+
     return cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YUV)[:, :, 0]
 
 
@@ -65,6 +66,8 @@ def frame_bad_reason(rgb: np.ndarray, config: QualityConfig, *, stats: PixelStat
     config : thresholds.
     stats : exact sums of exactly these pixels (:class:`native.frame_stats.PixelStats`).
     """
+    import cv2
+
     if rgb.size == 0:
         return "empty"
     rgb = np.ascontiguousarray(rgb)

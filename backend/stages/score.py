@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 
 from backend.config import Registry, Variant, param, validate_fields
@@ -174,6 +173,8 @@ def normalise_grid(grid: np.ndarray, *, percentile: float = 99.0, log_scale: boo
 
 def upsample(grid: np.ndarray, processed_hw: tuple[int, int]) -> np.ndarray:
     """Nearest-neighbour stretch of a grid over the processed frame, (H, W) float32."""
+    import cv2
+
     h, w = processed_hw
     return cv2.resize(grid, (w, h), interpolation=cv2.INTER_NEAREST)
 
