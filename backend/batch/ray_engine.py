@@ -10,6 +10,7 @@ video's output folder themselves: the batch's output folder must be on storage e
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,23 @@ def code_root() -> Path:
     return Path(backend.__file__).resolve().parents[1]
 
 
+def worker_environment() -> dict[str, str]:
+    """The variables a private local Ray starts with, which its workers inherit: the folder of
+    the code this process runs first on ``PYTHONPATH`` (a checkout as well as an install) and
+    OpenBLAS on one thread."""
+    path = [str(code_root()), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(path), "OPENBLAS_NUM_THREADS": "1"}
+
+
 def local_ray_options(cpus: int | None) -> dict[str, Any]:
-    """``ray.init`` arguments of the private local Ray a batch starts: ``cpus`` CPUs, no
-    dashboard, on 127.0.0.1 only, quiet; its workers import the code this process runs (a
-    checkout as well as an install) and keep OpenBLAS to one thread."""
+    """``ray.init`` arguments of the private local Ray a batch starts (:func:`init_local_ray`):
+    ``cpus`` CPUs, no dashboard, on 127.0.0.1 only, quiet.
+
+    No ``runtime_env``: the workers get their variables by inheritance
+    (:func:`worker_environment`). A job-level ``runtime_env`` made Ray start new workers for
+    the job instead of using the ones it starts with the node: the first task waited
+    ~0.7 s longer (docs/batch.md, "Ray's fixed costs").
+    """
     return {
         "num_cpus": cpus,
         "include_dashboard": False,
@@ -72,11 +86,27 @@ def local_ray_options(cpus: int | None) -> dict[str, Any]:
         "logging_level": logging.WARNING,
         "log_to_driver": False,
         "configure_logging": False,
-        "runtime_env": {"env_vars": {"PYTHONPATH": str(code_root()), "OPENBLAS_NUM_THREADS": "1"}},
         # The raylet waits this long for its agent process to start; on a loaded 2-core machine
         # the default was too short and Ray's start failed ("Timed out waiting for file …").
         "_system_config": {"agent_register_timeout_ms": AGENT_START_TIMEOUT_MS},
     }
+
+
+def init_local_ray(cpus: int | None) -> None:
+    """Start a private local Ray of ``cpus`` CPUs (:func:`local_ray_options`) whose processes
+    inherit :func:`worker_environment`; this process's own environment is put back after."""
+    ray = _import_ray()
+    env = worker_environment()
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        ray.init(**local_ray_options(cpus))
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_ray(
@@ -105,7 +135,7 @@ def run_ray(
     started = False
     if not ray.is_initialized():
         if address is None:
-            ray.init(**local_ray_options(workers))
+            init_local_ray(workers)
         else:
             ray.init(
                 address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=False
