@@ -109,6 +109,22 @@ def init_local_ray(cpus: int | None) -> None:
                 os.environ[name] = value
 
 
+def _join_cluster(ray: Any, address: str) -> None:
+    """Connect to the running cluster at ``address``; InputError (one line) when that fails."""
+    try:
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=False)
+    except ConnectionError as exc:  # Ray retries for ~20 s first
+        # Ray 2.60's ``ray start`` turns token authentication on, but a driver given an address
+        # sends no token unless told to: the GCS refuses it and Ray says only "Failed to connect".
+        hint = (
+            "; a cluster started with `ray start` wants its token: set RAY_AUTH_MODE=token (the token is "
+            "read from RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+            if "RAY_AUTH_MODE" not in os.environ
+            else ""
+        )
+        raise InputError(f"cannot join the Ray cluster at {address} ({exc}){hint}", stage="batch") from exc
+
+
 def run_ray(
     tasks: Sequence[UnitTask],
     *,
@@ -137,9 +153,7 @@ def run_ray(
         if address is None:
             init_local_ray(workers)
         else:
-            ray.init(
-                address=address, logging_level=logging.WARNING, log_to_driver=False, configure_logging=False
-            )
+            _join_cluster(ray, address)
         started = True
     remote = ray.remote(num_cpus=1, max_retries=0)(ray_unit)
     window = max(1, int(ray.cluster_resources().get("CPU", workers or 1)) * IN_FLIGHT_PER_CPU)
