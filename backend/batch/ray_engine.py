@@ -80,6 +80,9 @@ def local_ray_options(cpus: int | None) -> dict[str, Any]:
     ~0.7 s longer (docs/batch.md, "Ray's fixed costs").
     """
     return {
+        # "local": always a new Ray. Without an address, ray.init joins the cluster named by
+        # RAY_ADDRESS or a `ray start` cluster running on this machine, if there is one.
+        "address": "local",
         "num_cpus": cpus,
         "include_dashboard": False,
         "_node_ip_address": "127.0.0.1",
