@@ -13,7 +13,13 @@ other bytes, other keyframes). Every round then runs, side by side on the same v
 * ``local``: ``codec-lens batch DIR --out O --workers N`` (one process, N worker processes);
 * ``ray``: the same with ``--engine ray`` (a private local Ray with N CPUs, started and
   stopped by the command: its start-up counts), skipped when Ray is not installed;
+* ``ray@addr`` (with ``--ray-address ADDR``): the Ray engine on that running cluster, no
+  start-up of its own (start it beforehand, e.g. ``ray start --head --num-cpus 2``, and run
+  with ``RAY_AUTH_MODE=token``);
 * ``rerun``: ``local`` again on its own output: every video is skipped.
+
+``--no-cvp`` leaves cvp out (a large folder, for the Ray and re-run ratios); ``--make
+--rounds 0`` only fills the folder.
 
 The Ray and local output folders are then compared file by file (bytes; the JSON files without
 their timing fields and folder path).
@@ -159,7 +165,9 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=3, help="copies of each real clip (with --make)")
     parser.add_argument("--workers", type=int, default=2, help="processes at a time, for every tool")
     parser.add_argument("--profile", default="parity", help="codec-lens profile (parity: cvp's behaviour)")
-    parser.add_argument("--rounds", type=int, default=1, help="repeat the whole set (medians reported)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="repeat the whole set (medians reported; 0: only --make)"
+    )
     parser.add_argument("--no-ray", action="store_true", help="leave the Ray engine out")
     parser.add_argument(
         "--no-cvp", action="store_true", help="leave cvp's CLI out (for the Ray and re-run ratios)"
@@ -171,6 +179,8 @@ def main() -> int:
     if args.make:
         made = make_folder(args.folder, args.copies)
         print(f"made {len(made)} videos in {args.folder}")
+    if args.rounds < 1:  # --make --rounds 0: only make the folder
+        return 0
     if not args.no_cvp and not CVP.exists():
         raise SystemExit("codec-video-prep's CLI is not installed (it needs the cvp wheel and ffprobe)")
     videos = videos_of(args.folder)
