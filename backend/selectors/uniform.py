@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+# OpenCV and PyAV (native.stream_decode) load in _decode(): backend.selectors imports this module
+# for UniformOptions, and a batch re-run that skips everything must not load a decoder.
 from backend.config import option_of, param, validate_fields
 from backend.errors import DecodeError
 from backend.pipeline import RunResult

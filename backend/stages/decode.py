@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+# OpenCV and PyAV (native.gateway) load in the functions that decode: the option classes import
+# this module for DecodeConfig, and a batch re-run that skips everything must not load a decoder.
 from backend.config import PROFILES, Profile, Registry, Variant, param, validate_fields
 from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
 from backend.pipeline.quirks import quirk_on, quirk_warning, reproduces_cvp

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+# PyAV (native.gateway, native.errors) loads in probe(): the option classes import this module
+# for ProbeConfig, and a batch re-run that skips everything must not load a decoder.
 from backend.config import PROFILES, Profile, param, validate_fields
 from backend.errors import InputError, ProbeError
 from backend.pipeline.quirks import quirk_on

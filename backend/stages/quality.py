@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# OpenCV loads in the functions that use it: the option classes import this module for
+# QualityConfig, and a batch re-run that skips everything must not load it.
 from backend.config import param, validate_fields
 from backend.records import DecodedFrames, FrameQuality
 from native.frame_stats import PixelStats

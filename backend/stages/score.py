@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+# OpenCV loads in upsample(): the option classes import this module for ScoreConfig, and a
+# batch re-run that skips everything must not load it.
 from backend.config import Registry, Variant, param, validate_fields
 from backend.records import DecodedFrames, Geometry, ScoreMaps
 

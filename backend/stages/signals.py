@@ -11,6 +11,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+# OpenCV and PyAV (native.side_data) load in the functions that use them: the option classes
+# import this module for SignalConfig, and a batch re-run that skips everything must not load them.
 from backend.config import Registry, Variant, param, validate_fields
 from backend.errors import DecodeError, UnsupportedVideoError
 from backend.records import RunWarning, VideoInfo, _ShapeRepr

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+# OpenCV and PyAV (native.stream_decode, side_data) load in the functions that decode: the
+# options class imports this module for StreamDecodeConfig, and a skipping batch re-run must not.
 from backend.config import PROFILES, Profile, option_of, param, validate_fields
 from backend.errors import DecodeError
 from backend.records import Candidates, DecodedFrames, RunWarning, VideoInfo

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+# PyAV (native.stream_decode) loads in select_llava_ov2(): backend.selectors imports this module,
+# and a batch re-run that skips everything must not load a decoder.
 from backend.errors import PipelineError
 from backend.pipeline import RunResult
 from backend.pipeline.runner import ResumeArgs, begin
