@@ -49,16 +49,12 @@ def main() -> int:
     import ray
 
     from backend.batch import BatchConfig, plan_batch
-    from backend.batch.ray_engine import local_ray_options, run_ray
+    from backend.batch.ray_engine import init_local_ray, run_ray
 
-    options = local_ray_options(args.cpus)
     # Ray Data needs pyarrow, which codec-lens[ray] does not install: a throwaway
-    # ``pip install --target DIR 'pyarrow<21'`` on PYTHONPATH reaches the Ray workers too.
-    extra = os.environ.get("PYTHONPATH")
-    if extra:
-        env = options["runtime_env"]["env_vars"]
-        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], extra])
-    ray.init(**options)
+    # ``pip install --target DIR 'pyarrow<21'`` on PYTHONPATH reaches the Ray workers too
+    # (they inherit it, after the code's own folder).
+    init_local_ray(args.cpus)
     ray.data.DataContext.get_current().enable_progress_bars = False
     walls: dict[str, list[float]] = {"tasks": [], "data b=1": [], "data b=4": []}
     try:

@@ -63,7 +63,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub.add_argument(
         "--ray-address",
         help="join this Ray cluster (e.g. ray://head:10001, or auto) instead of starting a local Ray; "
-        "--out must then be on storage every node sees",
+        "--out must then be on storage every node sees (a `ray start` cluster wants RAY_AUTH_MODE=token "
+        "and its token: docs/batch.md)",
     )
     sub.add_argument(
         "--rehash",

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import cv2
 import numpy as np
 
+# OpenCV and PyAV (native.stream_decode) load in _decode(): backend.selectors imports this module
+# for UniformOptions, and a batch re-run that skips everything must not load a decoder.
 from backend.config import option_of, param, validate_fields
 from backend.errors import DecodeError
 from backend.pipeline import RunResult
@@ -38,8 +39,6 @@ from backend.stages.decode import decoder_thread_count
 from backend.stages.geometry import GeometryConfig, resolve_geometry
 from backend.stages.pack import PackConfig, pack
 from backend.stages.probe import ProbeConfig, probe
-from native import stream_decode
-from native.side_data import SideDataError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -109,6 +108,11 @@ def uniform_indices(total: int, n: int) -> np.ndarray:
 
 
 def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int], *, threads: int) -> DecodedFrames:
+    import cv2
+
+    from native import stream_decode
+    from native.side_data import SideDataError
+
     h, w = hw
     n = int(ids.size)
     pixels = np.empty((n, h, w, 3), np.uint8)

@@ -7,15 +7,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import cv2
 import numpy as np
 
+# OpenCV and PyAV (native.gateway) load in the functions that decode: the option classes import
+# this module for DecodeConfig, and a batch re-run that skips everything must not load a decoder.
 from backend.config import PROFILES, Profile, Registry, Variant, param, validate_fields
 from backend.errors import BitcostUnavailableError, DecodeError, UnsupportedVideoError
 from backend.pipeline.quirks import quirk_on, quirk_warning, reproduces_cvp
 from backend.records import Candidates, DecodedFrames, Geometry, RunWarning, VideoInfo
 from backend.stages.signals import QP_MAX, SIGNALS, SignalConfig, canonical_codec, compute_signals
-from native import frame_stats, gateway
+from native import frame_stats
 
 BITCOST_GRIDS = ("adaptive", "sub", "mb", "ctu")
 PIXEL_SOURCES = ("fast_reader", "full_decode")
@@ -42,6 +43,8 @@ def _signal_hint(codec: str) -> str:
 
 
 def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
+    from native import gateway
+
     if not gateway.bitcost_reader_available():
         raise BitcostUnavailableError(
             "bitcost needs codec-video-prep's patched reader, which is not installed on this "
@@ -77,6 +80,8 @@ def _to_processed(
     does that and gathers the bad-frame figures in the same pass (returned; None when
     the frame was resized or the kernel is not built).
     """
+    import cv2
+
     h, w = processed_hw
     if bgr.shape[:2] == (h, w):
         stats = frame_stats.bgr_to_rgb_with_stats(bgr, out)
@@ -227,6 +232,8 @@ def _read(
     work: FrameWork,
 ) -> _ReadOut:
     """Reader dicts for the request, the pixels, per-frame work results and how it was read."""
+    from native import gateway
+
     pruning = quirk_on(config.profile, "target_only_pruning")
     uniq = sorted(set(ids))
     log: list[str] = []  # the decoder's complaints about a damaged stream, reported once
@@ -374,6 +381,8 @@ def decode_signal(
     signal that decodes nothing (``pkt_energy``) has them decoded apart. ``work`` is not run:
     the quality and score stages then compute every frame themselves.
     """
+    from native import gateway
+
     threads = decoder_threads(config)
     h, w = geometry.processed_hw
     signals = compute_signals(
@@ -414,6 +423,8 @@ def decode_bitcost(
     info: VideoInfo, candidates: Candidates, geometry: Geometry, *, config: DecodeConfig, work: FrameWork
 ) -> DecodeResult:
     """Pixels and bitcost grids from cvp's patched reader (see :func:`decode_frames`)."""
+    from native import gateway
+
     _check_supported(info, config)
     ids = [int(i) for i in candidates.frame_indices]
     backfill = quirk_on(config.profile, "bitcost_backfill")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
+# PyAV (native.gateway, native.errors) loads in probe(): the option classes import this module
+# for ProbeConfig, and a batch re-run that skips everything must not load a decoder.
 from backend.config import PROFILES, Profile, param, validate_fields
 from backend.errors import InputError, ProbeError
 from backend.pipeline.quirks import quirk_on
 from backend.records import VideoInfo
-from native import gateway
-from native.errors import FFmpegError
 
 MP4_EXTENSIONS = (".mp4", ".m4v", ".mov", ".m4a", ".3gp", ".3g2")
 
@@ -134,6 +134,9 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
     ------
     InputError, ProbeError : missing/empty/unreadable files, no video stream.
     """
+    from native import gateway
+    from native.errors import FFmpegError
+
     p = check_input_file(path)
     try:
         raw = gateway.probe_container(p)

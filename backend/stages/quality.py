@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
+# OpenCV loads in the functions that use it: the option classes import this module for
+# QualityConfig, and a batch re-run that skips everything must not load it.
 from backend.config import param, validate_fields
 from backend.records import DecodedFrames, FrameQuality
 from native.frame_stats import PixelStats
@@ -42,6 +43,8 @@ class QualityConfig:
 
 def luma(rgb: np.ndarray) -> np.ndarray:
     """OpenCV's integer BT.601 luma, (4899·R + 9617·G + 1868·B + 8192) >> 14, (H, W) uint8."""
+    import cv2
+
     return cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2YUV)[:, :, 0]
 
 
@@ -65,6 +68,8 @@ def frame_bad_reason(rgb: np.ndarray, config: QualityConfig, *, stats: PixelStat
     config : thresholds.
     stats : exact sums of exactly these pixels (:class:`native.frame_stats.PixelStats`).
     """
+    import cv2
+
     if rgb.size == 0:
         return "empty"
     rgb = np.ascontiguousarray(rgb)

@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 
+# OpenCV loads in upsample(): the option classes import this module for ScoreConfig, and a
+# batch re-run that skips everything must not load it.
 from backend.config import Registry, Variant, param, validate_fields
 from backend.records import DecodedFrames, Geometry, ScoreMaps
 
@@ -174,6 +175,8 @@ def normalise_grid(grid: np.ndarray, *, percentile: float = 99.0, log_scale: boo
 
 def upsample(grid: np.ndarray, processed_hw: tuple[int, int]) -> np.ndarray:
     """Nearest-neighbour stretch of a grid over the processed frame, (H, W) float32."""
+    import cv2
+
     h, w = processed_hw
     return cv2.resize(grid, (w, h), interpolation=cv2.INTER_NEAREST)
 

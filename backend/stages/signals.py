@@ -9,15 +9,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import cv2
 import numpy as np
 
+# OpenCV and PyAV (native.side_data) load in the functions that use them: the option classes
+# import this module for SignalConfig, and a batch re-run that skips everything must not load them.
 from backend.config import Registry, Variant, param, validate_fields
 from backend.errors import DecodeError, UnsupportedVideoError
 from backend.records import RunWarning, VideoInfo, _ShapeRepr
 from backend.stages.score import percentile_linear, percentile_of_order_statistics
 from native import motion as motion_kernel
-from native import side_data
 
 QP_MAX: dict[str, int] = {"h264": 51, "vp9": 255}
 """Largest QP of each codec whose per-block QP FFmpeg exports (VP9: quantiser index)."""
@@ -114,6 +114,8 @@ def flow_magnitude(current: np.ndarray, other: np.ndarray, *, max_side: int = 32
     -------
     (H, W) float32, displacement length in full-resolution pixels.
     """
+    import cv2
+
     h, w = current.shape
     scale = min(1.0, max_side / max(h, w))
     size = (max(1, round(w * scale)), max(1, round(h * scale)))
@@ -136,6 +138,8 @@ def _paint(
     fill: float,
 ) -> np.ndarray:
     """A grid of ``fill`` with each block (x0, y0, w, h in grid units) set to its value."""
+    from native import side_data
+
     # float32 / int32 only: cv2.resize (in _expand) silently narrows int64 to int32.
     dtype = np.float32 if np.issubdtype(values.dtype, np.floating) else np.int32
     grid = np.full(shape, fill, dtype=dtype)
@@ -145,6 +149,8 @@ def _paint(
 
 def _expand(grid: np.ndarray, unit: int, hw: tuple[int, int]) -> np.ndarray:
     """Unit grid → per-pixel map cropped to (H, W)."""
+    import cv2
+
     if unit == 1:
         return grid[: hw[0], : hw[1]]
     # Nearest-neighbour at an integer factor is an exact repeat, and faster than np.repeat.
@@ -185,6 +191,8 @@ def motion_compensate(
     covered : (H, W) bool, pixels covered by at least one vector.
     distances : direction (-1, +1) → Counter of inferred distances over that direction's blocks.
     """
+    import cv2
+
     hw = current.shape
     height, width = hw
     dst_x, dst_y, bw, bh, mx, my, mscale, source = (mvs[:, k] for k in range(8))
@@ -375,6 +383,8 @@ def qp_grids(
     info: VideoInfo, uniq: list[int], *, config: SignalConfig, pixels_hw: tuple[int, int] | None = None
 ) -> dict[int, FrameSignal]:
     """(QP_max − QP) cell means of the frames ``uniq`` (sorted, distinct), from the exported block QP."""
+    from native import side_data
+
     codec = canonical_codec(info.codec_name)
     if codec not in QP_MAX:
         raise UnsupportedVideoError(
@@ -609,6 +619,8 @@ def _motion_grids(
     With ``pixels_hw`` the same decode also returns each wanted frame's RGB pixels at that
     size (as ``gateway.decode_frames_rgb`` makes them), so a run decodes the video once.
     """
+    from native import side_data
+
     vectors = side_data.exports_motion_vectors(canonical_codec(info.codec_name))
     # Vectors may point up to reference_search frames away; the proxies need one neighbour.
     reach = config.reference_search if vectors else 1

@@ -1,16 +1,33 @@
-"""The session store: every SQL statement of Codec Lens, over one DuckDB file."""
+"""The session store: every SQL statement of Codec Lens, over one DuckDB file.
 
-from backend.store.datasets import (
-    SUMMARY_COLUMNS,
-    SUMMARY_NAMES,
-    check_where,
-    filter_summary,
-    read_summary_parquet,
-    write_summary_parquet,
-)
-from backend.store.run_rows import run_columns, run_summary
-from backend.store.schema import SCHEMA_VERSION
-from backend.store.session_store import SessionStore
+The names below load on first use (PEP 562): the session store loads pandas, which a batch
+that only writes its summary (``backend.store.summary``) does without.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from backend.store.datasets import check_where, filter_summary, read_summary_parquet
+    from backend.store.run_rows import run_columns, run_summary
+    from backend.store.schema import SCHEMA_VERSION
+    from backend.store.session_store import SessionStore
+    from backend.store.summary import SUMMARY_COLUMNS, SUMMARY_NAMES, write_summary_parquet
+
+_HOMES = {
+    "SCHEMA_VERSION": "schema",
+    "SUMMARY_COLUMNS": "summary",
+    "SUMMARY_NAMES": "summary",
+    "SessionStore": "session_store",
+    "check_where": "datasets",
+    "filter_summary": "datasets",
+    "read_summary_parquet": "datasets",
+    "run_columns": "run_rows",
+    "run_summary": "run_rows",
+    "write_summary_parquet": "summary",
+}
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -24,3 +41,17 @@ __all__ = [
     "run_summary",
     "write_summary_parquet",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        home = _HOMES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,38 +11,10 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from backend.errors import InputError, OutputError, StoreError
+from backend.errors import InputError, StoreError
 from backend.store.base import StoreBase, utc_now
-
-SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("path", "VARCHAR"),
-    ("rel_path", "VARCHAR"),
-    ("content_sha256", "VARCHAR"),
-    ("status", "VARCHAR"),
-    ("error", "VARCHAR"),
-    ("selector", "VARCHAR"),
-    ("codec_name", "VARCHAR"),
-    ("width", "INTEGER"),
-    ("height", "INTEGER"),
-    ("duration_secs", "DOUBLE"),
-    ("total_frames", "INTEGER"),
-    ("frames", "INTEGER"),
-    ("groups", "INTEGER"),
-    ("canvases", "INTEGER"),
-    ("tokens", "INTEGER"),
-    ("valid_tokens", "INTEGER"),
-    ("temporal_coverage", "DOUBLE"),
-    ("warnings", "INTEGER"),
-    ("warning_codes", "VARCHAR"),
-    ("seconds", "DOUBLE"),
-    ("output_dir", "VARCHAR"),
-    ("options_key", "VARCHAR"),
-    ("run_id", "VARCHAR"),
-)
-"""One row per video of a batch (``batch.parquet`` and ``dataset_videos``), name → DuckDB type."""
-SUMMARY_NAMES = tuple(name for name, _ in SUMMARY_COLUMNS)
-SUMMARY_TABLE = "videos"
-"""The one table a dataset filter (:func:`filter_summary`) may read."""
+from backend.store.summary import SUMMARY_COLUMNS, SUMMARY_NAMES, SUMMARY_TABLE
+from backend.store.summary import quoted as _quoted
 
 _DATASET_COLUMNS = (
     "dataset_id",
@@ -63,10 +33,6 @@ _DATASET_COLUMNS = (
 )
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _summary_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """The rows as a DataFrame with exactly the summary columns (missing values as None)."""
     return pd.DataFrame([[row.get(name) for name in SUMMARY_NAMES] for row in rows], columns=SUMMARY_NAMES)
@@ -83,35 +49,6 @@ def _memory_table(rows: Iterable[Mapping[str, Any]] | pd.DataFrame) -> duckdb.Du
     names = ", ".join(_quoted(n) for n in SUMMARY_NAMES)
     con.execute(f"INSERT INTO {SUMMARY_TABLE} SELECT {names} FROM incoming_summary_rows")
     return con
-
-
-def write_summary_parquet(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
-    """Write the summary rows as a Parquet file, atomically (a hidden sibling renamed into place).
-
-    DuckDB writes the file itself, so no Parquet library is needed.
-
-    Raises
-    ------
-    OutputError : the file cannot be written.
-    """
-    path = Path(path)
-    try:
-        handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.partial-", dir=path.parent)
-        os.close(handle)
-    except OSError as exc:
-        raise OutputError(f"cannot write the summary ({exc.strerror or exc})", path=path) from exc
-    tmp = Path(tmp_name)
-    con = _memory_table(rows)
-    try:
-        literal = "'" + str(tmp).replace("'", "''") + "'"
-        con.execute(f"COPY {SUMMARY_TABLE} TO {literal} (FORMAT parquet, OVERWRITE_OR_IGNORE true)")
-        os.replace(tmp, path)
-    except (duckdb.Error, OSError) as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(f"cannot write the summary ({exc})", path=path) from exc
-    finally:
-        con.close()
-    return path
 
 
 def read_summary_parquet(path: str | Path) -> pd.DataFrame:

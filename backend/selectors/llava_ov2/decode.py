@@ -15,9 +15,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 
+# OpenCV and PyAV (native.stream_decode, side_data) load in the functions that decode: the
+# options class imports this module for StreamDecodeConfig, and a skipping batch re-run must not.
 from backend.config import PROFILES, Profile, option_of, param, validate_fields
 from backend.errors import DecodeError
 from backend.records import Candidates, DecodedFrames, RunWarning, VideoInfo
@@ -32,8 +33,7 @@ from backend.selectors.llava_ov2.score import (
     motion_field,
     resize_field,
 )
-from native import stream_decode, torch_math
-from native.side_data import SideDataError, exports_motion_vectors
+from native import torch_math
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +110,8 @@ def stream_flags(config: StreamDecodeConfig) -> dict[str, Any]:
 
 
 def _to_canvas(rgb: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConfig) -> np.ndarray:
+    import cv2
+
     h, w = canvas.geometry.processed_hw
     if quirk_on(config.profile, "bilinear_truncated"):
         if rgb.shape[:2] == (h, w):
@@ -125,6 +127,8 @@ def _to_canvas(rgb: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConf
 
 def _field_to_canvas(field: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConfig) -> np.ndarray:
     """A stored-size motion field on the canvas, vectors in canvas pixels (clean: the frame's crop)."""
+    import cv2
+
     h, w = canvas.geometry.processed_hw
     if quirk_on(config.profile, "bilinear_truncated"):
         return resize_field(field, (h, w), torch_threads=config.torch_threads)
@@ -158,6 +162,9 @@ def decode_stream(
     ------
     DecodeError : decoding failed or ended before a sampled frame.
     """
+    from native import stream_decode
+    from native.side_data import SideDataError, exports_motion_vectors
+
     ids = [int(i) for i in candidates.frame_indices]
     n = len(ids)
     geo = canvas.geometry

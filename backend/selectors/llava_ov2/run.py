@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+# PyAV (native.stream_decode) loads in select_llava_ov2(): backend.selectors imports this module,
+# and a batch re-run that skips everything must not load a decoder.
 from backend.errors import PipelineError
 from backend.pipeline import RunResult
 from backend.pipeline.runner import ResumeArgs, begin
@@ -27,8 +29,6 @@ from backend.selectors.llava_ov2.sample import sample, stream_fps
 from backend.selectors.llava_ov2.score import ScoreConfig, gop_weights
 from backend.stages.pack import PackConfig, pack
 from backend.stages.probe import ProbeConfig, probe
-from native import stream_decode
-from native.side_data import SideDataError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -100,6 +100,9 @@ def select_llava_ov2(
     ------
     InputError, UnsupportedVideoError, DecodeError, PipelineError, ValueError.
     """
+    from native import stream_decode
+    from native.side_data import SideDataError
+
     cfg = options.stage_configs()
     timed, front, _, info = begin(STAGE_NAMES, resume)
     warnings: list[RunWarning] = []

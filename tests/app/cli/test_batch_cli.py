@@ -96,6 +96,43 @@ def test_every_bad_input_is_one_row_and_the_rest_is_done(bad_dataset, tmp_path: 
     assert repeat["failed"] == 9
 
 
+# Run in a fresh interpreter (the forked CLI server of conftest has the pipeline loaded already):
+# the batch command's main(), then the heavy packages it imported, as JSON on stdout.
+_IMPORTS_OF_A_RUN = """
+import json, sys
+from app.cli import main
+code = main(sys.argv[1:])
+heavy = ("av", "cv2", "pandas", "numpy", "duckdb", "gradio", "ray")
+print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}))
+"""
+
+
+def test_a_rerun_that_skips_everything_imports_no_decoder_and_no_pandas(tmp_path: Path) -> None:
+    # A re-run that skips every video is start-up and planning; it stays a few percent of the
+    # first run only if it loads neither the decoders (PyAV, OpenCV: the option classes it
+    # validates with live beside the stages that decode) nor pandas (the session store).
+    folder = tmp_path / "data"
+    folder.mkdir()
+    shutil.copyfile(REAL_CLIPS / "real_h264_flower_timelapse.mp4", folder / "clip.mp4")
+    args = ("batch", str(folder), "--out", str(tmp_path / "out"), "--workers", "1", "--profile", "parity")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+    def imports_of_a_run() -> dict:
+        probe = [sys.executable, "-c", _IMPORTS_OF_A_RUN, *args]
+        out = subprocess.run(probe, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        return {**json.loads(out.stdout.splitlines()[-1]), "stderr": out.stderr}
+
+    first = imports_of_a_run()
+    assert first["code"] == 0 and "1 done" in first["stderr"], first["stderr"]
+    rerun = imports_of_a_run()
+    assert rerun["code"] == 0 and "1 skipped" in rerun["stderr"], rerun["stderr"]
+    # numpy (the option classes' records) and DuckDB (it writes batch.parquet) are loaded, which
+    # also shows that the probe sees what the command imports; the decoders and pandas are not.
+    assert rerun["loaded"] == ["numpy", "duckdb"], rerun["loaded"]
+    assert read_summary_parquet(tmp_path / "out" / "batch.parquet")["status"].tolist() == ["skipped"]
+
+
 def test_every_selector_runs_a_batch_and_a_preset_sets_its_values(tmp_path: Path) -> None:
     clips = make_dataset(tmp_path / "data")
     counts = {}

@@ -27,10 +27,10 @@ _VARYING_ROW = ("seconds",)
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    from backend.batch.ray_engine import local_ray_options
+    from backend.batch.ray_engine import init_local_ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no report to Ray's makers
-    ray.init(**local_ray_options(2))  # num_cpus=2, include_dashboard=False, on 127.0.0.1
+    init_local_ray(2)  # num_cpus=2, include_dashboard=False, on 127.0.0.1
     try:
         yield
     finally:
