@@ -776,6 +776,36 @@ AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t
                                   const Shift *t, int mode, int32_t *r, Py_ssize_t rs, KeyHist *h, Py_ssize_t x,
                                   Py_ssize_t y0)
 {
+    if (h && h->bins && !h->cells && mode != MC_STORE) {
+        /* Only the histogram wants the final keys (mvres): stage_keys8 inlined for the block's
+         * rows, the OR of the keys kept in a register until the block is done. */
+        const __m256i below_floor = _mm256_set1_epi32(h->floor - 1);
+        __m256i bits = _mm256_setzero_si256();
+        int kept = 0;
+        for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
+            TapRows a = {a0, a0 + as};
+            int32_t *o = h->row ? h->row : r;
+            row_write16(c, a, 16, t, mode, r, o);
+            for (int half = 0; half < 16; half += 8) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(o + half));
+                bits = _mm256_or_si256(bits, v);
+                int m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(v, below_floor)));
+                __m256i lanes = _mm256_loadu_si256((const __m256i *)stage_lanes[m]);
+                _mm256_storeu_si256((__m256i *)(h->stage + h->staged), _mm256_permutevar8x32_epi32(v, lanes));
+                int n = __builtin_popcount((unsigned)m);
+                h->staged += n;
+                kept += n;
+            }
+            if (h->staged >= MC_STAGE)
+                hist_flush(h);
+        }
+        __m128i b = _mm_or_si128(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+        b = _mm_or_si128(b, _mm_srli_si128(b, 8));
+        b = _mm_or_si128(b, _mm_srli_si128(b, 4));
+        h->bits |= _mm_cvtsi128_si32(b);
+        h->below += 16 * rows - kept;
+        return;
+    }
     for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
         TapRows a = {a0, a0 + as};
         int32_t *o = h && h->row && mode != MC_STORE ? h->row : r;
