@@ -61,17 +61,30 @@ def windows() -> dict[str, dict[int, dict]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("clip", ["real_h264_film_friday.mp4", "real_h264_static_parkinglot.mp4"])
 def test_kernel_equals_numpy_on_every_frame_of_real_clips(windows, clip) -> None:
+    """Also records how each frame's mvres residual scale came about: on the parking clip some
+    frames' 95th percentile lies below 1.0 (the clamped scale, never ranked) and others above it
+    (ranked from the histogram), so both paths are compared with numpy's fuse_mvres."""
     frames = windows[clip]
     configs = {k: sig.SignalConfig(kind=k) for k in KINDS}
     checked = 0
+    scales = set()
     for t, item in frames.items():
         if not len(item["mvs"]) or t + 4 > max(frames):
             continue
         refs = {k - t: frames[k]["luma"] for k in frames if k != t and abs(k - t) <= 4}
         for kind in KINDS:
             assert_same(kind, item["luma"], refs, item["mvs"], configs[kind], f"{clip} frame {t} {kind}")
+        mvs = item["mvs"]
+        unit = motion_kernel.block_unit(mvs)
+        hyp = np.ones(len(mvs), np.float32)  # the keys do not depend on it
+        keys = motion_kernel.motion_residual(
+            item["luma"], refs, mvs, hyp, unit=unit, max_distance=4
+        ).residual_keys
+        p95 = np.percentile(keys, 95) / motion_kernel.RESIDUAL_SCALE
+        scales.add("clamped" if p95 < 1.0 else "ranked")
         checked += 1
     assert checked >= 20
+    assert scales == ({"clamped", "ranked"} if "parkinglot" in clip else {"ranked"})
 
 
 def test_kernel_equals_numpy_with_other_settings(windows) -> None:
