@@ -576,13 +576,21 @@ static int64_t block_sad(const Plane8 *cur, const Plane8 *ref, const Shift *t, P
 
 #define MC_HIST_SHIFT 6
 #define MC_HIST_BINS 8192 /* (255 * MC_SCALE) >> MC_HIST_SHIFT = 8160 < 8192 */
+#define MC_STAGE 512      /* keys staged before they are counted */
 
 /* The histogram of final residual keys >> 6 (for the mvres percentile), taken as each pixel's key
- * is written, while it is in cache: four copies of the bins (neighbours often share a bin), the
- * zero keys counted apart, and the OR of every key (are all multiples of 64?). */
+ * is written, while it is in cache. Only keys at or above a floor are binned: the caller needs
+ * the rest only as a count (mvres clamps the residual's percentile at 1.0 = 2048 keys, and on
+ * most video 80-95 % of the keys lie below it), so they are counted eight at a time and never
+ * touch the bins. The binned keys are first packed into a stage (branch-free), then counted in
+ * one loop into four copies of the bins (neighbours often share a bin); the OR of every key
+ * says whether all are multiples of 64. */
 typedef struct {
     int32_t *bins;
-    int64_t zeros;
+    int32_t *stage;
+    Py_ssize_t staged;
+    int32_t floor; /* at least 1: keys below are counted in below, not binned */
+    int64_t below;
     int32_t bits;
     /* When given, the integer sums of the final keys per cell of side cell ((H/cell) x cols). */
     int64_t *cells;
@@ -593,7 +601,7 @@ typedef struct {
 } KeyHist;
 
 /* Add a row segment's final keys (pixels [x, x + n) of row y) to the histogram and cell sums. */
-static inline void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n);
+static void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n);
 
 static inline void final_keys(KeyHist *h, const int32_t *r, Py_ssize_t x, Py_ssize_t y, Py_ssize_t n)
 {
@@ -612,32 +620,90 @@ static inline void final_keys(KeyHist *h, const int32_t *r, Py_ssize_t x, Py_ssi
     }
 }
 
-static inline void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n)
+/* Count the staged keys into the bins. */
+static void hist_flush(KeyHist *h)
 {
-    int32_t *bins = h->bins, bits = 0;
-    Py_ssize_t x = 0;
-#if defined(__SSE2__)
-    /* Runs of exact predictions (static areas: often most of a frame) count eight at a time. */
-    for (; x + 8 <= n; x += 8) {
-        __m128i any = _mm_or_si128(_mm_loadu_si128((const __m128i *)(r + x)), _mm_loadu_si128((const __m128i *)(r + x + 4)));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi32(any, _mm_setzero_si128())) == 0xFFFF) {
-            h->zeros += 8;
-            continue;
-        }
-        for (Py_ssize_t j = x; j < x + 8; j += 4) {
-            bins[r[j] >> MC_HIST_SHIFT] += 1;
-            bins[MC_HIST_BINS + (r[j + 1] >> MC_HIST_SHIFT)] += 1;
-            bins[2 * MC_HIST_BINS + (r[j + 2] >> MC_HIST_SHIFT)] += 1;
-            bins[3 * MC_HIST_BINS + (r[j + 3] >> MC_HIST_SHIFT)] += 1;
-            bits |= (r[j] | r[j + 1]) | (r[j + 2] | r[j + 3]);
-        }
+    int32_t *bins = h->bins;
+    const int32_t *k = h->stage;
+    Py_ssize_t i = 0, n = h->staged;
+    for (; i + 4 <= n; i += 4) {
+        bins[k[i] >> MC_HIST_SHIFT] += 1;
+        bins[MC_HIST_BINS + (k[i + 1] >> MC_HIST_SHIFT)] += 1;
+        bins[2 * MC_HIST_BINS + (k[i + 2] >> MC_HIST_SHIFT)] += 1;
+        bins[3 * MC_HIST_BINS + (k[i + 3] >> MC_HIST_SHIFT)] += 1;
     }
+    for (; i < n; i++)
+        bins[k[i] >> MC_HIST_SHIFT] += 1;
+    h->staged = 0;
+}
+
+#if MC_AVX2
+/* For each 8-bit mask, the lanes of its set bits in order (then zeros): _mm256_permutevar8x32_epi32
+ * with it packs the lanes a mask selects to the front. Filled at import. */
+static int32_t stage_lanes[256][8];
+
+static void fill_stage_lanes(void)
+{
+    for (int m = 0; m < 256; m++) {
+        int j = 0;
+        for (int lane = 0; lane < 8; lane++)
+            if (m >> lane & 1)
+                stage_lanes[m][j++] = lane;
+        for (; j < 8; j++)
+            stage_lanes[m][j] = 0;
+    }
+}
+
+/* Stage the keys at or above the floor, eight a step; returns the pixels done. */
+AVX2_FN static Py_ssize_t stage_keys8(KeyHist *h, const int32_t *r, Py_ssize_t n)
+{
+    const __m256i below_floor = _mm256_set1_epi32(h->floor - 1);
+    __m256i bits = _mm256_setzero_si256();
+    int32_t *stage = h->stage;
+    Py_ssize_t x = 0, ns = h->staged;
+    int64_t kept = 0;
+    for (; x + 8 <= n; x += 8) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(r + x));
+        bits = _mm256_or_si256(bits, v);
+        int m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(v, below_floor)));
+        __m256i lanes = _mm256_loadu_si256((const __m256i *)stage_lanes[m]);
+        _mm256_storeu_si256((__m256i *)(stage + ns), _mm256_permutevar8x32_epi32(v, lanes));
+        int c = __builtin_popcount((unsigned)m);
+        ns += c;
+        kept += c;
+    }
+    __m128i b = _mm_or_si128(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+    b = _mm_or_si128(b, _mm_srli_si128(b, 8));
+    b = _mm_or_si128(b, _mm_srli_si128(b, 4));
+    h->bits |= _mm_cvtsi128_si32(b);
+    h->below += x - kept;
+    h->staged = ns;
+    return x;
+}
 #endif
-    for (; x < n; x++) {
-        bins[r[x] >> MC_HIST_SHIFT] += 1;
-        bits |= r[x];
+
+static void hist_keys(KeyHist *h, const int32_t *r, Py_ssize_t n)
+{
+    Py_ssize_t x = 0;
+#if MC_AVX2
+    if (mc_avx2)
+        x = stage_keys8(h, r, n);
+#endif
+    int32_t *stage = h->stage, floor = h->floor, bits = 0;
+    Py_ssize_t ns = h->staged;
+    int64_t below = 0;
+    for (; x < n; x++) { /* branch-free: the key is written, and kept when at or above the floor */
+        int32_t k = r[x];
+        stage[ns] = k;
+        ns += k >= floor;
+        below += k < floor;
+        bits |= k;
     }
     h->bits |= bits;
+    h->below += below;
+    h->staged = ns;
+    if (ns >= MC_STAGE)
+        hist_flush(h);
 }
 
 /* How a block's predictions land in the residual buffer (times 1024, p):
@@ -710,6 +776,36 @@ AVX2_FN static void block_write16(const uint8_t *c, Py_ssize_t cs, const uint8_t
                                   const Shift *t, int mode, int32_t *r, Py_ssize_t rs, KeyHist *h, Py_ssize_t x,
                                   Py_ssize_t y0)
 {
+    if (h && h->bins && !h->cells && mode != MC_STORE) {
+        /* Only the histogram wants the final keys (mvres): stage_keys8 inlined for the block's
+         * rows, the OR of the keys kept in a register until the block is done. */
+        const __m256i below_floor = _mm256_set1_epi32(h->floor - 1);
+        __m256i bits = _mm256_setzero_si256();
+        int kept = 0;
+        for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
+            TapRows a = {a0, a0 + as};
+            int32_t *o = h->row ? h->row : r;
+            row_write16(c, a, 16, t, mode, r, o);
+            for (int half = 0; half < 16; half += 8) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(o + half));
+                bits = _mm256_or_si256(bits, v);
+                int m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(v, below_floor)));
+                __m256i lanes = _mm256_loadu_si256((const __m256i *)stage_lanes[m]);
+                _mm256_storeu_si256((__m256i *)(h->stage + h->staged), _mm256_permutevar8x32_epi32(v, lanes));
+                int n = __builtin_popcount((unsigned)m);
+                h->staged += n;
+                kept += n;
+            }
+            if (h->staged >= MC_STAGE)
+                hist_flush(h);
+        }
+        __m128i b = _mm_or_si128(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+        b = _mm_or_si128(b, _mm_srli_si128(b, 8));
+        b = _mm_or_si128(b, _mm_srli_si128(b, 4));
+        h->bits |= _mm_cvtsi128_si32(b);
+        h->below += 16 * rows - kept;
+        return;
+    }
     for (Py_ssize_t y = 0; y < rows; y++, c += cs, a0 += as, r += rs) {
         TapRows a = {a0, a0 + as};
         int32_t *o = h && h->row && mode != MC_STORE ? h->row : r;
@@ -814,8 +910,8 @@ static inline Units units_of(const McBlock *b, Py_ssize_t unit, Py_ssize_t uh, P
  * directions together), so a pixel's second prediction finds its first still in cache. */
 static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_ssize_t height, Py_ssize_t width,
                     const McBlock *blocks, Py_ssize_t nblocks, Py_ssize_t unit, int32_t *res_out, float *mag_out,
-                    int32_t *dist_out, int64_t *hist, int *aligned, int64_t *cells, Py_ssize_t cell, int keep,
-                    int64_t *covered_out)
+                    int32_t *dist_out, int64_t *hist, int32_t hist_floor, int *aligned, int64_t *below_out,
+                    int64_t *cells, Py_ssize_t cell, int keep, int64_t *covered_out)
 {
     Py_ssize_t depth = (nref - 1) / 2, uh = (height + unit - 1) / unit, uw = (width + unit - 1) / unit;
     Py_ssize_t units = uh * uw;
@@ -826,9 +922,13 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
     int *cands[2] = {malloc(sizeof(int) * (size_t)(depth + 1)), malloc(sizeof(int) * (size_t)(depth + 1))};
     Py_ssize_t tstride = width + 64; /* two gathered border rows of taps (block_sad, block_write) */
     uint8_t *tmp = malloc((size_t)(2 * tstride));
-    KeyHist kh = {NULL, 0, 0, NULL, 1, 0, NULL}, *h = NULL;
+    KeyHist kh = {NULL, NULL, 0, 1, 0, 0, NULL, 1, 0, NULL}, *h = NULL;
     if (hist && res_out) {
         kh.bins = calloc(4 * MC_HIST_BINS, sizeof(int32_t));
+        /* A block row or a unit row is staged before the stage is flushed (plus 8 for the
+         * packed stores' spare lanes). */
+        kh.stage = malloc(sizeof(int32_t) * (size_t)(MC_STAGE + width + 8));
+        kh.floor = hist_floor > 1 ? hist_floor : 1; /* zeros are counted apart either way */
         h = &kh;
     }
     if (cells && res_out) {
@@ -841,7 +941,7 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
     if (h && !keep)
         kh.row = malloc(sizeof(int32_t) * (size_t)(width + 64));
     if (!owner || !total || !written || !mag[0] || !mag[1] || !cands[0] || !cands[1] || !tmp ||
-        (hist && res_out && !kh.bins) || (h && !keep && !kh.row)) {
+        (hist && res_out && (!kh.bins || !kh.stage)) || (h && !keep && !kh.row)) {
         status = -1;
         goto done;
     }
@@ -956,10 +1056,15 @@ static int mc_frame(const Plane8 *cur, const Plane8 *refs, Py_ssize_t nref, Py_s
             refs[depth - 1].buf ? &refs[depth - 1] : (refs[depth + 1].buf ? &refs[depth + 1] : cur);
         mc_finish(cur, fallback, total, uw, unit, height, width, res_out, h);
         if (kh.bins) {
+            hist_flush(&kh);
             const int32_t *bins = kh.bins;
             for (int b = 0; b < MC_HIST_BINS; b++)
                 hist[b] = (int64_t)bins[b] + bins[MC_HIST_BINS + b] + bins[2 * MC_HIST_BINS + b] + bins[3 * MC_HIST_BINS + b];
-            hist[0] += kh.zeros;
+            /* Below a floor of 1 every key is 0: bin 0. */
+            if (kh.floor == 1)
+                hist[0] += kh.below;
+            else
+                *below_out = kh.below;
             *aligned = (kh.bits & ((1 << MC_HIST_SHIFT) - 1)) == 0;
         }
     }
@@ -973,6 +1078,7 @@ done:
     free(cands[1]);
     free(tmp);
     free(kh.bins);
+    free(kh.stage);
     free(kh.row);
     return status;
 }
@@ -1009,12 +1115,16 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
     (void)self;
     PyObject *cur_obj, *refs_obj, *mvs_obj, *hyp_obj, *res_obj, *mag_obj, *dist_obj, *hist_obj, *counts_obj, *cells_obj;
     Py_ssize_t cell = 0;
-    int keep = 1;
+    int keep = 1, hist_floor = 0;
     PyObject *result = NULL;
     Py_ssize_t unit;
-    if (!PyArg_ParseTuple(args, "OOOOnOOOOOOnp", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
-                          &dist_obj, &hist_obj, &counts_obj, &cells_obj, &cell, &keep))
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOiOOnp", &cur_obj, &refs_obj, &mvs_obj, &hyp_obj, &unit, &res_obj, &mag_obj,
+                          &dist_obj, &hist_obj, &hist_floor, &counts_obj, &cells_obj, &cell, &keep))
         return NULL;
+    if (hist_floor < 0 || hist_floor % (1 << MC_HIST_SHIFT)) {
+        PyErr_SetString(PyExc_ValueError, "Invalid histogram floor. Supported values are multiples of 64 from 0.");
+        return NULL;
+    }
     if (!PyTuple_Check(refs_obj) || PyTuple_GET_SIZE(refs_obj) < 3 || PyTuple_GET_SIZE(refs_obj) % 2 == 0 ||
         unit < 1) {
         PyErr_SetString(PyExc_ValueError, "Invalid references. Supported values are a tuple of 2*depth+1 planes "
@@ -1094,15 +1204,15 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
         b->dx32 = (int32_t)(mx / scale);
         b->dy32 = (int32_t)(my / scale);
     }
-    int64_t covered = 0;
+    int64_t covered = 0, below = 0;
     int aligned = 0;
     if (!status) {
         memset(dist.buf, 0, (size_t)dist.len);
         Plane8 c = {cur.buf, cur.strides[0]};
         Py_BEGIN_ALLOW_THREADS
         status = mc_frame(&c, planes, nref, h, w, blocks, n, unit, res.obj ? res.buf : NULL, mag.buf, dist.buf,
-                          hist.obj ? hist.buf : NULL, &aligned, cells.obj ? cells.buf : NULL, cell, keep || !cells.obj,
-                          &covered);
+                          hist.obj ? hist.buf : NULL, (int32_t)hist_floor, &aligned, &below, cells.obj ? cells.buf : NULL,
+                          cell, keep || !cells.obj, &covered);
         Py_END_ALLOW_THREADS
         /* Per direction (past, future), how many vectors chose each distance (0: none used). */
         int64_t *cnt = counts.buf;
@@ -1117,7 +1227,7 @@ static PyObject *motion_residual(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    result = Py_BuildValue("iLi", status, (long long)covered, aligned);
+    result = Py_BuildValue("iLiL", status, (long long)covered, aligned, (long long)below);
 done:
     free(blocks);
     if (refv) {
@@ -1273,23 +1383,57 @@ typedef struct {
 } CellSource;
 
 #if MC_AVX2
-/* fuse_mvres of one row, eight pixels a step, into buf as doubles; returns the pixels done. The
- * same float32 operations as the loops in cell_rows (division, not a reciprocal; min/max). */
+/* fuse_mvres of eight pixels in float32: the same operations as the loops in cell_rows
+ * (division, not a reciprocal; min/max). */
+AVX2_FN static inline __m256 fuse8(const int32_t *k, const float *motion, __m256 inv, __m256 rsv, __m256 rwv)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)k)), inv);
+    r = _mm256_min_ps(_mm256_div_ps(r, rsv), one);
+    __m256 f = _mm256_add_ps(_mm256_loadu_ps(motion), _mm256_mul_ps(r, rwv));
+    return _mm256_max_ps(_mm256_min_ps(f, one), _mm256_setzero_ps());
+}
+
+/* fuse_mvres of one row, eight pixels a step, into buf as doubles; returns the pixels done. */
 AVX2_FN static Py_ssize_t fuse_row8(const int32_t *k, const float *motion, double *buf, Py_ssize_t width, float inv_scale,
                                     float rs, float rw)
 {
     const __m256 inv = _mm256_set1_ps(inv_scale), rsv = _mm256_set1_ps(rs), rwv = _mm256_set1_ps(rw);
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     Py_ssize_t x = 0;
     for (; x + 8 <= width; x += 8) {
-        __m256 r = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(k + x))), inv);
-        r = _mm256_min_ps(_mm256_div_ps(r, rsv), one);
-        __m256 f = _mm256_add_ps(_mm256_loadu_ps(motion + x), _mm256_mul_ps(r, rwv));
-        f = _mm256_max_ps(_mm256_min_ps(f, one), zero);
+        __m256 f = fuse8(k + x, motion + x, inv, rsv, rwv);
         _mm256_storeu_pd(buf + x, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
         _mm256_storeu_pd(buf + x + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
     }
     return x;
+}
+
+/* pairwise16 of one cell's 16 fused values, as the two halves ((r0 + r1) + (r2 + r3), (r4 + r5) +
+ * (r6 + r7)) with r_j = a[j] + a[j + 8]: the same additions in the same order, in registers. */
+AVX2_FN static inline __m128d fused_halves16(const int32_t *k, const float *motion, __m256 inv, __m256 rsv, __m256 rwv)
+{
+    __m256 f0 = fuse8(k, motion, inv, rsv, rwv), f1 = fuse8(k + 8, motion + 8, inv, rsv, rwv);
+    __m256d r03 = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(f0)), _mm256_cvtps_pd(_mm256_castps256_ps128(f1)));
+    __m256d r47 = _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(f0, 1)), _mm256_cvtps_pd(_mm256_extractf128_ps(f1, 1)));
+    __m256d p = _mm256_hadd_pd(r03, r47); /* r0 + r1, r4 + r5, r2 + r3, r6 + r7 */
+    return _mm_add_pd(_mm256_castpd256_pd128(p), _mm256_extractf128_pd(p, 1));
+}
+
+/* One row of 16-pixel cells (width a multiple of 16) of the fused map: each cell's pairwise16
+ * added to its total in out, without writing the row's values to memory. */
+AVX2_FN static void fused_row_cells16(const int32_t *k, const float *motion, double *out, Py_ssize_t cols,
+                                      float inv_scale, float rs, float rw)
+{
+    const __m256 inv = _mm256_set1_ps(inv_scale), rsv = _mm256_set1_ps(rs), rwv = _mm256_set1_ps(rw);
+    Py_ssize_t c = 0;
+    for (; c + 2 <= cols; c += 2, k += 32, motion += 32) {
+        __m128d a = fused_halves16(k, motion, inv, rsv, rwv), b = fused_halves16(k + 16, motion + 16, inv, rsv, rwv);
+        _mm_storeu_pd(out + c, _mm_add_pd(_mm_loadu_pd(out + c), _mm_hadd_pd(a, b)));
+    }
+    if (c < cols) {
+        __m128d a = fused_halves16(k, motion, inv, rsv, rwv);
+        out[c] += _mm_cvtsd_f64(_mm_hadd_pd(a, a));
+    }
 }
 #endif
 
@@ -1351,6 +1495,12 @@ static void cell_rows(const CellSource *s, Py_ssize_t height, Py_ssize_t width, 
                 out[c] += rowsum[c];
             continue;
         }
+#if MC_AVX2
+        if (s->mode == CELL_MVRES && mc_avx2 && cell == 16 && width % 16 == 0) {
+            fused_row_cells16(s->keys + y * width, motion, out, cols, inv_scale, rs, rw);
+            continue;
+        }
+#endif
         if (s->mode == CELL_MV)
             for (Py_ssize_t x = 0; x < width; x++)
                 buf[x] = (double)motion[x];
@@ -1447,14 +1597,15 @@ done:
 static PyMethodDef methods[] = {
     {"motion_residual", motion_residual, METH_VARARGS,
      "motion_residual(cur, refs, mvs, hyp, unit, residual_out, magnitude_out, distance_out, histogram_out,\n"
-     "counts_out, cells_out, cell, keep_keys)\n"
-     "-> (status, covered_pixels, keys_aligned)\n\n"
+     "histogram_floor, counts_out, cells_out, cell, keep_keys)\n"
+     "-> (status, covered_pixels, keys_aligned, keys_below_floor)\n\n"
      "Rebuild a frame's inter prediction from its (N, 8) vectors (native.side_data.MV_COLUMNS) and\n"
      "the uint8 luma of refs (a tuple of 2*depth+1 planes by display offset -depth..depth, None where\n"
      "absent). Writes |Y * 2048 - prediction * 2048| (int32 (H, W), or skipped when None), the\n"
      "per-frame motion magnitude on the unit grid (float32), the inferred reference distance per\n"
      "vector (int32 (N,)) and, unless histogram_out is None, the int64 histogram of residual key >> 6\n"
-     "(8192 bins; keys_aligned: every key is a multiple of 64), and the int64 (2, depth + 1) counts of\n"
+     "(8192 bins; keys_aligned: every key is a multiple of 64) of the keys at or above histogram_floor\n"
+     "(a multiple of 64; the keys below are only counted: keys_below_floor), and the int64 (2, depth + 1) counts of\n"
      "the distances chosen by past and future vectors; unless cells_out is None, the int64 sums of the\n"
      "residual keys per cell of side cell (then, unless keep_keys, residual_out is only work space).\n"
      "status 0: done; 1: vectors off OpenCV's 1/32 grid or the unit grid; 2: overlapping blocks\n"
@@ -1487,6 +1638,7 @@ PyMODINIT_FUNC PyInit__kernels(void)
 #if MC_AVX2
     __builtin_cpu_init();
     mc_avx2 = __builtin_cpu_supports("avx2");
+    fill_stage_lanes();
 #endif
     return PyModule_Create(&module);
 }

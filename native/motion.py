@@ -34,7 +34,12 @@ class MotionResidual:
     """(N,) int32, the reference distance inferred for each vector (0: vector not used)."""
     covered_pixels: int
     histogram: np.ndarray | None = None
-    """(HISTOGRAM_BINS,) int64 counts of ``residual_keys >> HISTOGRAM_SHIFT`` (None unless asked for)."""
+    """(HISTOGRAM_BINS,) int64 counts of ``residual_keys >> HISTOGRAM_SHIFT`` over the keys at or above
+    ``histogram_floor`` (None unless asked for)."""
+    histogram_floor: int = 0
+    """Keys below this (a multiple of ``1 << HISTOGRAM_SHIFT``) are not binned, only counted."""
+    keys_below_floor: int = 0
+    """How many keys lie below ``histogram_floor`` (0 when the floor is 0)."""
     distance_counts: np.ndarray | None = None
     """(2, max_distance + 1) int64: how many past (row 0) and future (row 1) vectors chose each
     reference distance (all zero for a direction without vectors or references to try)."""
@@ -83,6 +88,7 @@ def motion_residual(
     max_distance: int,
     residual: bool = True,
     histogram: bool = True,
+    histogram_floor: int = 0,
     cell_size: int = 0,
     keep_keys: bool = True,
     scratch: Scratch | None = None,
@@ -105,6 +111,9 @@ def motion_residual(
     max_distance : largest |offset| tried.
     residual : whether to compute the residual keys.
     histogram : whether to count the keys for :func:`residual_order_statistics` (with ``residual``).
+    histogram_floor : keys below it are only counted, not binned (a multiple of
+        ``1 << HISTOGRAM_SHIFT``): cheaper where the ranks a caller needs lie above it
+        (:func:`residual_order_statistics` stays exact either way).
     cell_size : above 0 (with ``residual``), also sum the keys per cell of that side.
     keep_keys : with ``cell_size``, False when only the sums are wanted: the keys are then not
         written to the frame buffer (``residual_keys`` is None).
@@ -131,14 +140,40 @@ def motion_residual(
     cells = None
     if residual and cell_size > 0:
         cells = np.empty((-(-h // cell_size), -(-w // cell_size)), np.int64)
-    status, covered, aligned = _kernels.motion_residual(
-        current, refs, mvs, hypot, unit, keys, mag, dist, hist, counts, cells, max(cell_size, 0), keep_keys
+    floor = histogram_floor if hist is not None else 0
+    status, covered, aligned, below = _kernels.motion_residual(
+        current,
+        refs,
+        mvs,
+        hypot,
+        unit,
+        keys,
+        mag,
+        dist,
+        hist,
+        floor,
+        counts,
+        cells,
+        max(cell_size, 0),
+        keep_keys,
     )
     if status:
         return None
     if cells is not None and not keep_keys:
         keys = None
-    return MotionResidual(keys, mag, unit, dist, int(covered), hist, counts, cells, bool(aligned))
+    return MotionResidual(
+        residual_keys=keys,
+        magnitude_units=mag,
+        unit=unit,
+        distances=dist,
+        covered_pixels=int(covered),
+        histogram=hist,
+        histogram_floor=floor,
+        keys_below_floor=int(below),
+        distance_counts=counts,
+        residual_cell_sums=cells,
+        keys_aligned=bool(aligned),
+    )
 
 
 def residual_order_statistics(motion: MotionResidual, ranks: tuple[int, int]) -> tuple[int, int]:
@@ -147,10 +182,17 @@ def residual_order_statistics(motion: MotionResidual, ranks: tuple[int, int]) ->
     The kernel's histogram of ``key >> 6`` finds the bins of the ranks. Where every key is a
     multiple of 64 (``keys_aligned``) a bin holds one key value and that is the answer; else one
     more pass counts the keys of those bins. Both histograms stay in cache, where one of every key
-    (522 241 bins) would miss on most pixels.
+    (522 241 bins) would miss on most pixels. A rank below the histogram's floor takes one more
+    pass that bins the keys below it.
     """
     assert _kernels is not None and motion.residual_keys is not None and motion.histogram is not None
-    ends = np.cumsum(motion.histogram)
+    # Keys below the floor were only counted: they come before every binned key.
+    histogram, below = motion.histogram, motion.keys_below_floor
+    if below > ranks[0]:
+        histogram, below = histogram.copy(), 0
+        floor_bin = motion.histogram_floor >> HISTOGRAM_SHIFT
+        _kernels.key_histogram(motion.residual_keys, HISTOGRAM_SHIFT, 0, histogram[:floor_bin])
+    ends = np.cumsum(histogram) + below
     bins = np.searchsorted(ends, np.asarray(ranks), side="right")
     lo_bin, hi_bin = int(bins[0]), int(bins[1])
     width = 1 << HISTOGRAM_SHIFT

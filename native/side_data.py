@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import av
 import numpy as np
+from av.sidedata.sidedata import SideDataContainer as _SideDataContainer
 from av.sidedata.sidedata import Type as _SideDataType
 
 MV_COLUMNS: tuple[str, ...] = (
@@ -63,6 +64,18 @@ def exports_block_qp(codec_name: str) -> bool:
     return codec_name.lower() in BLOCK_QP_CODECS
 
 
+def frame_side_data(frame: av.VideoFrame) -> Mapping[Any, Any]:
+    """The frame's side data by type, without tying the frame into a reference cycle.
+
+    PyAV's ``frame.side_data`` caches its container on the frame and the container refers back
+    to the frame: such a frame outlives its last reference until the garbage collector runs, the
+    decoder's buffer pool runs dry meanwhile and FFmpeg allocates (and zeroes) fresh frame buffers.
+    On a 720p H.264 decode with vector export that was ~180 page faults and +0.5 ms per frame
+    (2.03 against 1.57 ms). A container of our own refers to the frame, not the frame to it.
+    """
+    return _SideDataContainer(frame)
+
+
 def _luma(frame: av.VideoFrame, *, copy: bool = True, threads: int = 0) -> np.ndarray:
     """The frame's Y plane as stored, (H, W) uint8; other formats are converted to gray.
 
@@ -83,7 +96,7 @@ def _luma(frame: av.VideoFrame, *, copy: bool = True, threads: int = 0) -> np.nd
 
 def _vectors(frame: av.VideoFrame) -> np.ndarray:
     """Exported motion vectors of a frame as (N, 8) int32 in ``MV_COLUMNS`` order."""
-    side = frame.side_data.get(_SideDataType.MOTION_VECTORS)
+    side = frame_side_data(frame).get(_SideDataType.MOTION_VECTORS)
     if side is None or len(side) == 0:
         return np.zeros((0, len(MV_COLUMNS)), dtype=np.int32)
     raw = side.to_ndarray()  # a view into the frame's buffer; copied by the stack below
@@ -92,7 +105,7 @@ def _vectors(frame: av.VideoFrame) -> np.ndarray:
 
 def _block_qp(frame: av.VideoFrame) -> tuple[np.ndarray, str] | None:
     """Per-block QP (base + block delta) painted on the QP_UNIT grid, plus the params type."""
-    params = frame.side_data.get(_SideDataType.VIDEO_ENC_PARAMS)
+    params = frame_side_data(frame).get(_SideDataType.VIDEO_ENC_PARAMS)
     if params is None:
         return None
     kind = params.codec_type.name
@@ -304,9 +317,10 @@ def side_data_support(path: str | Path, *, max_frames: int = 48) -> dict[str, An
             stream.codec_context.options = {"flags2": "+export_mvs", "export_side_data": "venc_params"}
             codec_name = str(stream.codec_context.name or "").lower()
             for index, frame in enumerate(container.decode(stream)):
-                mvs = frame.side_data.get(_SideDataType.MOTION_VECTORS)
+                side = frame_side_data(frame)
+                mvs = side.get(_SideDataType.MOTION_VECTORS)
                 seen_mv = seen_mv or (mvs is not None and len(mvs) > 0)
-                seen_qp = seen_qp or _SideDataType.VIDEO_ENC_PARAMS in frame.side_data
+                seen_qp = seen_qp or _SideDataType.VIDEO_ENC_PARAMS in side
                 if (seen_mv and seen_qp) or index + 1 >= max_frames:
                     break
     except av.FFmpegError as exc:

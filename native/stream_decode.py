@@ -20,7 +20,7 @@ import av
 import numpy as np
 from av.sidedata.sidedata import Type as _SideDataType
 
-from native.side_data import MV_COLUMNS, SideDataError
+from native.side_data import MV_COLUMNS, SideDataError, frame_side_data
 
 _PICT = {1: "I", 2: "P", 3: "B", 4: "S", 5: "SI", 6: "SP", 7: "BI"}
 
@@ -65,7 +65,7 @@ def stream_facts(path: str | Path) -> StreamFacts:
 
 
 def _vectors(frame: av.VideoFrame) -> np.ndarray:
-    side = frame.side_data.get(_SideDataType.MOTION_VECTORS)
+    side = frame_side_data(frame).get(_SideDataType.MOTION_VECTORS)
     if side is None or len(side) == 0:
         return np.zeros((0, len(MV_COLUMNS)), dtype=np.int32)
     raw = side.to_ndarray()

@@ -264,6 +264,12 @@ def motion_compensate(
     return prediction, magnitude, covered, distances
 
 
+_RESIDUAL_SCALE_FLOOR = 1.0
+"""fuse_mvres divides the residual by max(percentile, 1.0): residual values below 1.0 never set the
+scale, so the kernel only counts their keys (``histogram_floor``) and bins the rest (on most video
+80-95 % of the keys lie below it)."""
+
+
 def fuse_mvres(
     magnitude: np.ndarray,
     residual: np.ndarray,
@@ -301,7 +307,7 @@ def fuse_mvres(
     # In-place minimum/maximum instead of np.clip: np.clip costs ~4× more on 1080p float32 maps.
     mv_n = mag / np.float32(max(percentile_linear(mag, percentile), 1e-6))
     np.maximum(np.minimum(mv_n, 1, out=mv_n), 0, out=mv_n)
-    res_n = res / np.float32(max(percentile_linear(res, percentile), 1.0))
+    res_n = res / np.float32(max(percentile_linear(res, percentile), _RESIDUAL_SCALE_FLOOR))
     np.minimum(res_n, 1, out=res_n)
     fused = mv_n * np.float32(mv_weight / total)
     fused += res_n * np.float32(residual_weight / total)
@@ -473,9 +479,17 @@ def _unit_order_statistics(
 def _residual_order_statistics(
     motion: motion_kernel.MotionResidual,
 ) -> Callable[[tuple[int, int]], tuple[np.generic, np.generic]]:
-    """Order statistics of the residual map whose keys (``|r| * RESIDUAL_SCALE``) the kernel wrote."""
+    """Order statistics of the residual map whose keys (``|r| * RESIDUAL_SCALE``) the kernel wrote,
+    for a percentile clamped below at ``_RESIDUAL_SCALE_FLOOR``.
+
+    When both ranks lie below the kernel's histogram floor the percentile (which lies between them)
+    is below it too, and any pair of values below it gives the same clamped scale: 0 stands for both.
+    """
 
     def select(ranks: tuple[int, int]) -> tuple[np.generic, np.generic]:
+        if motion.keys_below_floor > ranks[1]:
+            assert motion.histogram_floor <= _RESIDUAL_SCALE_FLOOR * motion_kernel.RESIDUAL_SCALE
+            return np.float32(0), np.float32(0)
         lo, hi = motion_kernel.residual_order_statistics(motion, ranks)
         scale = motion_kernel.RESIDUAL_SCALE
         return np.float32(lo / scale), np.float32(hi / scale)
@@ -516,6 +530,7 @@ def _compiled_cells(
         max_distance=config.reference_search,
         residual=kind != "mv",
         histogram=kind == "mvres",  # only mvres ranks the residual (its percentile)
+        histogram_floor=int(_RESIDUAL_SCALE_FLOOR * motion_kernel.RESIDUAL_SCALE),
         cell_size=config.cell_size if kind == "residual" else 0,  # summed as the kernel writes them
         keep_keys=kind != "residual",
         scratch=scratch,
@@ -533,7 +548,7 @@ def _compiled_cells(
         total = total if total > 0 else 1.0
         scales = {
             "mv_scale": np.float32(max(p_mag, 1e-6)),
-            "residual_scale": np.float32(max(p_res, 1.0)),
+            "residual_scale": np.float32(max(p_res, _RESIDUAL_SCALE_FLOOR)),
             "mv_weight": np.float32(config.mv_weight / total),
             "residual_weight": np.float32(config.residual_weight / total),
         }

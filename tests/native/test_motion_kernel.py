@@ -61,17 +61,30 @@ def windows() -> dict[str, dict[int, dict]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("clip", ["real_h264_film_friday.mp4", "real_h264_static_parkinglot.mp4"])
 def test_kernel_equals_numpy_on_every_frame_of_real_clips(windows, clip) -> None:
+    """Also records how each frame's mvres residual scale came about: on the parking clip some
+    frames' 95th percentile lies below 1.0 (the clamped scale, never ranked) and others above it
+    (ranked from the histogram), so both paths are compared with numpy's fuse_mvres."""
     frames = windows[clip]
     configs = {k: sig.SignalConfig(kind=k) for k in KINDS}
     checked = 0
+    scales = set()
     for t, item in frames.items():
         if not len(item["mvs"]) or t + 4 > max(frames):
             continue
         refs = {k - t: frames[k]["luma"] for k in frames if k != t and abs(k - t) <= 4}
         for kind in KINDS:
             assert_same(kind, item["luma"], refs, item["mvs"], configs[kind], f"{clip} frame {t} {kind}")
+        mvs = item["mvs"]
+        unit = motion_kernel.block_unit(mvs)
+        hyp = np.ones(len(mvs), np.float32)  # the keys do not depend on it
+        keys = motion_kernel.motion_residual(
+            item["luma"], refs, mvs, hyp, unit=unit, max_distance=4
+        ).residual_keys
+        p95 = np.percentile(keys, 95) / motion_kernel.RESIDUAL_SCALE
+        scales.add("clamped" if p95 < 1.0 else "ranked")
         checked += 1
     assert checked >= 20
+    assert scales == ({"clamped", "ranked"} if "parkinglot" in clip else {"ranked"})
 
 
 def test_kernel_equals_numpy_with_other_settings(windows) -> None:
@@ -145,22 +158,39 @@ def test_kernel_declines_what_it_cannot_reproduce() -> None:
     assert np.array_equal(got.grid, numpy_path("mvres", cur, refs, off_grid, config)[0])
 
 
+@pytest.mark.parametrize("floor", ["none", "one level", "median"])
 @pytest.mark.parametrize("scale", [4, 32])
-def test_residual_order_statistics_are_the_sorted_keys(scale) -> None:
+def test_residual_order_statistics_are_the_sorted_keys(scale, floor) -> None:
     """Quarter-pel vectors give keys on multiples of 64 (ranked from the histogram alone);
-    1/32-pel vectors do not (one more pass over the keys)."""
+    1/32-pel vectors do not (one more pass over the keys). Keys below a histogram floor are
+    only counted: ranks above it come from the histogram, ranks below it (or straddling it)
+    take one more pass."""
     rng = np.random.default_rng(2)
     cur, refs, mvs = synthetic(rng, scale=scale)
+    hyp = np.ones(mvs.shape[0], np.float32)
+    keys = motion_kernel.motion_residual(cur, refs, mvs, hyp, unit=8, max_distance=2).residual_keys.copy()
+    floor_key = {
+        "none": 0,
+        "one level": motion_kernel.RESIDUAL_SCALE,
+        "median": int(np.median(keys)) // 64 * 64,
+    }
     motion = motion_kernel.motion_residual(
-        cur, refs, mvs, np.ones(mvs.shape[0], np.float32), unit=8, max_distance=2
+        cur, refs, mvs, hyp, unit=8, max_distance=2, histogram_floor=floor_key[floor]
     )
     assert motion is not None and motion.residual_keys is not None
+    assert np.array_equal(motion.residual_keys, keys)
     assert motion.keys_aligned == (scale == 4)
     assert motion.keys_aligned == bool(np.all(motion.residual_keys % 64 == 0))
-    ordered = np.sort(motion.residual_keys, axis=None)
-    for ranks in ((0, 1), (100, 101), (ordered.size - 2, ordered.size - 1), (7, 7)):
+    below = int(np.count_nonzero(keys < floor_key[floor]))
+    assert motion.keys_below_floor == (below if floor != "none" else 0)
+    assert floor == "none" or 0 < below < keys.size  # both sides of the floor are exercised
+    binned = keys[keys >= floor_key[floor]] >> motion_kernel.HISTOGRAM_SHIFT
+    assert np.array_equal(motion.histogram, np.bincount(binned, minlength=motion_kernel.HISTOGRAM_BINS))
+    ordered = np.sort(keys, axis=None)
+    last = ordered.size - 1
+    straddle = (max(below - 1, 0), below)  # the last key below the floor and the first at or above it
+    for ranks in ((0, 1), (100, 101), (last - 1, last), (7, 7), straddle, (below, below)):
         assert motion_kernel.residual_order_statistics(motion, ranks) == tuple(int(ordered[r]) for r in ranks)
-    assert int(motion.histogram.sum()) == ordered.size
 
 
 def test_one_decode_gives_the_signal_and_the_pixels() -> None:
