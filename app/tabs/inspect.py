@@ -111,13 +111,15 @@ VIEW_OUTPUTS = (
 LiveView = tuple[list[str], float, str, str, str]
 """The viewer a live re-selection keeps: layers, opacity, colormap, heatmap scale and source."""
 LATER_OUTPUTS = ("signal_plots",)
+"""What a live re-selection sends in its second answer."""
+EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
 
 PLOTS = {"timeline": "timeline", "signal_plots": "signal_plots", "readiness_plot": "readiness_plot"}
 """The inspector's plots (view output → elem_id of its gr.Plot). The server sends each figure as
 JSON text to a hidden box (``#<elem_id>_fig``) and the page draws it (PLOT_JS): Gradio 6 remounts a
-gr.Plot on every new value and draws it twice (measured: two Plotly.newPlot plus two resizes,
-~150 ms of a re-selection's ~185 ms in the browser), while Plotly.react on the same div draws once
-and keeps the div (its click handler stays attached)."""
+gr.Plot on every new value and draws it twice (two Plotly.newPlot plus two resizes: Plotly ran
+257 ms per live re-selection in a CPU profile, 100-150 ms since), while Plotly.react on the same
+div draws once and keeps the div (its click handler stays attached)."""
 
 # The figure box's change: react on the plot's div. Until the gr.Plot has a div (its first figure)
 # the figure goes to Gradio as the plot's value instead, which mounts it; Gradio's value then
@@ -162,8 +164,6 @@ def figure_json(fig: Any) -> str:
     return json.dumps({"data": fig._data, "layout": fig._layout}, cls=PlotlyJSONEncoder)
 
 
-"""What a live re-selection sends in its second answer."""
-EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
 TOOLS_HTML = """
 <div id="frame_tools">
   <button id="zoom_out_btn" title="zoom out (−)">−</button>
