@@ -114,9 +114,9 @@ LATER_OUTPUTS = ("signal_plots",)
 """What a live re-selection sends in its second answer."""
 EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
 
-PLOTS = {"timeline": "timeline", "signal_plots": "signal_plots", "readiness_plot": "readiness_plot"}
-"""The inspector's plots (view output → elem_id of its gr.Plot). The server sends each figure as
-JSON text to a hidden box (``#<elem_id>_fig``) and the page draws it (PLOT_JS): Gradio 6 remounts a
+PLOTS = ("timeline", "signal_plots", "readiness_plot")
+"""The inspector's plots (each a view output and its gr.Plot's elem_id). The server sends each
+figure as JSON text to a hidden box (``#<name>_fig``) and the page draws it (PLOT_JS): Gradio 6 remounts a
 gr.Plot on every new value and draws it twice (two Plotly.newPlot plus two resizes: Plotly ran
 257 ms per live re-selection in a CPU profile, 100-150 ms since), while Plotly.react on the same
 div draws once and keeps the div (its click handler stays attached)."""
@@ -537,7 +537,7 @@ class SharedControls:
     jump_btn: Any
     run_options: Any
     figures: dict[str, Any]
-    """The hidden boxes the inspector's figures arrive in (PLOTS: view output → box)."""
+    """The hidden boxes the inspector's figures arrive in (view output → box)."""
     open_btn: Any
     """Pressed by the page when run_id names a run the viewer does not show (OPEN_IF_NEW_JS)."""
 
@@ -560,7 +560,7 @@ def build_shared_controls() -> SharedControls:
         # The open run's option values for the Run tab's controls, as one JSON text that the page
         # spreads over them (app.tabs.run.APPLY_OPTIONS_JS): see wire_inspect_tab.
         run_options = gr.Textbox(value="", elem_id="run_options")
-        figures = {name: gr.Textbox(value="", elem_id=f"{elem}_fig") for name, elem in PLOTS.items()}
+        figures = {name: gr.Textbox(value="", elem_id=f"{name}_fig") for name in PLOTS}
         open_btn = gr.Button("open", elem_id="open_run_btn")
     return SharedControls(
         summary,
@@ -755,7 +755,7 @@ def wire_inspect_tab(
     plots = {"timeline": tab.plot, "signal_plots": tab.signal_plot, "readiness_plot": tab.steps_plot}
     for name, box in shared.figures.items():
         later = "true" if name in LATER_OUTPUTS else "false"
-        box.change(None, box, plots[name], js=PLOT_JS % (PLOTS[name], later), api_name=False)
+        box.change(None, box, plots[name], js=PLOT_JS % (name, later), api_name=False)
     src_inputs = [tab.slider, rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, shared.frames]
     src_inputs += [tab.codec, shared.groups]
     for c in [tab.slider, rid, *tab.view_controls[1:], tab.codec]:
