@@ -175,3 +175,49 @@ def iter_stream(
                             return
     except av.FFmpegError as exc:
         raise SideDataError(f"{path}: decoding failed ({exc.strerror or exc})") from exc
+
+
+def attributed_sizes(path: str | Path, last_index: int, *, thread_count: int = 0) -> np.ndarray:
+    """The packet size lmms-video-utils' metadata pass gives frames 0…``last_index``, decoded as it decodes.
+
+    That pass decodes with ``thread_type`` AUTO (frame threads; which decode call returns a frame
+    follows the thread count) and gives a packet's size to the first frame its decode call
+    returns, 0 to any other. This pass decodes the same way but exports nothing and converts
+    nothing, so a run can take its vectors from a race-free slice-threaded pass and still give
+    each frame the size the reference gives it.
+
+    Parameters
+    ----------
+    path : video file.
+    last_index : the last frame (0-based, output order) whose size is needed.
+    thread_count : decoder threads (0: FFmpeg's choice, as lmms-video-utils leaves it).
+
+    Returns
+    -------
+    (last_index + 1,) int64 bytes; 0 past the last frame the stream outputs.
+
+    Raises
+    ------
+    SideDataError : the file cannot be opened or decoding fails part-way.
+    """
+    sizes = np.zeros(max(int(last_index) + 1, 0), np.int64)
+    if sizes.size == 0:
+        return sizes
+    try:
+        with av.open(str(path), metadata_errors="ignore") as container:
+            if not container.streams.video:
+                raise SideDataError(f"{path}: no video stream")
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            stream.codec_context.thread_count = int(thread_count)
+            index = 0
+            for packet in container.demux(stream):
+                size = int(packet.size or 0)
+                for frame_number, _ in enumerate(packet.decode()):
+                    sizes[index] = size if frame_number == 0 else 0
+                    index += 1
+                    if index >= sizes.size:
+                        return sizes
+    except av.FFmpegError as exc:
+        raise SideDataError(f"{path}: decoding failed ({exc.strerror or exc})") from exc
+    return sizes

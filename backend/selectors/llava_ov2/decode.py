@@ -4,9 +4,11 @@ lmms-video-utils decodes every frame of the video to RGB and holds them all befo
 (and decodes the video a second time for its codec metadata). Here one pass decodes the stream
 in order, converts only the sampled frames, resizes each to the canvas at once and computes its
 residual against the previous sampled frame, keeping nothing else: memory holds the canvases,
-not the video. In parity the pass decodes as the reference's metadata pass does (frame
-threading, FFmpeg's thread count), so the packet size a frame is given (defect 2) is the one
-the reference gives it.
+not the video. Motion vectors come from slice threads only: FFmpeg's vector export races under
+frame threads (the reference's own vectors vary run to run), and a slice-threaded decode's equal
+a one-thread decode's. Where parity reads packet sizes (defect 2), they follow the reference's
+frame-threaded metadata pass: the pass itself when it needs no vectors, else a second,
+vector-free frame-threaded pass (``native.stream_decode.attributed_sizes``).
 """
 
 from __future__ import annotations
@@ -96,17 +98,29 @@ class StreamDecode:
 def stream_flags(config: StreamDecodeConfig) -> dict[str, Any]:
     """The keywords of ``native.stream_decode.iter_stream`` a decode with ``config`` passes.
 
-    Motion vectors for the mvwarp modes; frame threads (as the reference decodes) unless clean
-    reads vectors, which frame threads race (clean then decodes with slice threads).
+    Motion vectors for the mvwarp modes, decoded with slice threads only (frame threads race the
+    vector export, in either profile); frame threads otherwise, as the reference decodes. A pass
+    with vectors skips the unwanted frames even where parity reads packet sizes: those then come
+    from a separate pass (``separate_size_pass``).
+    """
+    want_mvs = SCORE_MODES.lookup(config.score_mode).motion_vectors
+    return {
+        "motion_vectors": want_mvs,
+        "frame_threads": not want_mvs,
+        "skip_unwanted": config.skip_unwanted or want_mvs,
+        "thread_count": config.threads,
+    }
+
+
+def separate_size_pass(config: StreamDecodeConfig) -> bool:
+    """Whether parity's packet attribution needs its own frame-threaded, vector-free pass.
+
+    The reference attributes packet sizes in a frame-threaded pass that also exports its vectors;
+    the vectors from that pass race, so a run that needs both takes them from two passes.
     """
     want_mvs = SCORE_MODES.lookup(config.score_mode).motion_vectors
     parity = quirk_on(config.profile, "packet_size_by_output_order")
-    return {
-        "motion_vectors": want_mvs,
-        "frame_threads": parity or not want_mvs,
-        "skip_unwanted": config.skip_unwanted,
-        "thread_count": config.threads,
-    }
+    return parity and want_mvs and not config.skip_unwanted
 
 
 def _to_canvas(rgb: np.ndarray, canvas: CanvasGeometry, config: StreamDecodeConfig) -> np.ndarray:
@@ -232,6 +246,14 @@ def decode_stream(
             path=info.path,
             stage="decode",
         )
+    if separate_size_pass(config):
+        try:
+            all_sizes = stream_decode.attributed_sizes(info.path, max(ids), thread_count=config.threads)
+        except SideDataError as exc:
+            raise DecodeError(
+                str(exc).removeprefix(f"{info.path}: "), path=info.path, stage="decode"
+            ) from exc
+        sizes = all_sizes[np.asarray(ids, np.intp)]
     if parity and not config.skip_unwanted:
         # Which packet sizes went to another frame than their own (defect 2).
         own = _own_packet_sizes(info, ids)
@@ -245,6 +267,16 @@ def decode_stream(
                     f"decoder's output calls under frame threading ({cite('packet_size_by_output_order')})",
                 )
             )
+    if parity and want_mvs and exports_motion_vectors(info.codec_name):
+        warnings.append(
+            quirk_warning(
+                "vectors_race_frame_threads",
+                "motion vectors come from a slice-threaded decode (equal to a one-thread decode's): "
+                "lmms-video-utils exports them under frame threads, where FFmpeg's export races and "
+                "some frames' vectors vary run to run; parity reproduces the race-free result "
+                f"({cite('vectors_race_frame_threads')})",
+            )
+        )
     if parity:
         full_bytes = info.total_frames * info.width * info.height * 3
         warnings.append(

@@ -32,6 +32,18 @@ QUIRKS: Mapping[str, Quirk] = MappingProxyType(
                 "says how much the reference would have held",
             ),
             _defect(
+                "vectors_race_frame_threads",
+                None,
+                "§5",
+                (),  # reproduced by neither profile: a race gives no result to reproduce
+                "motion_vectors_race_free",
+                "the metadata pass exports motion vectors under frame threads, where FFmpeg's export "
+                "races: on H.264 a few frames' vectors differ from a one-thread decode, a different "
+                "set each run, so the reference's own mvwarp positions vary run to run; both profiles "
+                "take the vectors from slice threads (equal to a one-thread decode), and parity keeps "
+                "the frame-threaded packet attribution from a separate vector-free pass",
+            ),
+            _defect(
                 "packet_size_by_output_order",
                 2,
                 "§5, §9.2",

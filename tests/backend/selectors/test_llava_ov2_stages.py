@@ -1,5 +1,6 @@
 """llava-ov2's stages on hand-computed inputs: sample count, canvas grid, GOP partition with the valley
-search, P-canvas quotas, rank attenuation and the reuse penalty, torch's tie order, the quota packer."""
+search, P-canvas quotas, rank attenuation and the reuse penalty, torch's tie order, the quota packer;
+and on a real clip, the decode's race-free vectors and the reference's packet attribution."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from conftest import REAL_CLIPS
 
 from backend.records import Geometry, Groups, GroupSpec, ScoreMaps, VideoInfo
+from backend.selectors.llava_ov2.decode import separate_size_pass, stream_flags
 from backend.selectors.llava_ov2.geometry import CanvasConfig, block_grid, canvas_geometry
 from backend.selectors.llava_ov2.gop import GopConfig, GopInputs, bitcost_bounds, partition, uniform_bounds
 from backend.selectors.llava_ov2.options import LlavaOv2Options
@@ -20,8 +23,10 @@ from backend.selectors.llava_ov2.quota import (
     select_gop,
     select_quota,
 )
+from backend.selectors.llava_ov2.run import select_llava_ov2
 from backend.selectors.llava_ov2.sample import LlavaSampleConfig, sample_count, sample_indices
 from backend.selectors.llava_ov2.torch_order import std_sort_desc, top_members, topk_members
+from native import stream_decode
 
 # ----------------------------------------------------------------------------------- sampling
 
@@ -266,3 +271,40 @@ def test_torch_tie_order_of_equal_scores() -> None:
     assert (
         top_members(clear, 2, torch_order=True).tolist() == top_members(clear, 2, torch_order=False).tolist()
     )
+
+
+# ----------------------------------------------------------------------------------- decode
+
+
+def test_parity_takes_race_free_vectors_and_the_references_packet_attribution() -> None:
+    """Vectors from slice threads (equal to one thread's); sizes as a frame-threaded pass with vectors."""
+    clip = REAL_CLIPS / "real_h264_film_friday.mp4"  # H.264 with B-frames, 185 frames
+
+    def decode_config(**opts: object) -> object:
+        return LlavaOv2Options(**opts).stage_configs()["decode"]
+
+    both = decode_config(profile="parity", score_mode="mvwarp", gop_mode="bitcost")
+    assert stream_flags(both)["frame_threads"] is False and separate_size_pass(both)
+    framediff = decode_config(profile="parity", gop_mode="bitcost")
+    assert stream_flags(framediff)["frame_threads"] is True and not separate_size_pass(framediff)
+    clean = decode_config(profile="clean", score_mode="mvwarp", gop_mode="bitcost")
+    assert not separate_size_pass(clean)
+
+    def vectors(**threads: object) -> list[bytes]:
+        items = stream_decode.iter_stream(clip, frozenset(range(185)), motion_vectors=True, **threads)
+        return [item["mvs"].tobytes() for item in items]
+
+    assert vectors(frame_threads=False) == vectors(frame_threads=False, thread_count=1)
+    # The reference's kind of pass: frame threads, vectors exported, every frame decoded.
+    reference = [
+        item["attributed_size"]
+        for item in stream_decode.iter_stream(clip, frozenset({184}), motion_vectors=True, frame_threads=True)
+    ]
+    sizes = stream_decode.attributed_sizes(clip, 184)
+    assert sizes.tolist() == reference and np.count_nonzero(sizes) < 185  # some frames get 0 (defect 2)
+
+    run = select_llava_ov2(
+        clip, options=LlavaOv2Options(profile="parity", score_mode="mvwarp", gop_mode="bitcost")
+    )
+    codes = {w.code for w in run.warnings}
+    assert {"motion_vectors_race_free", "packet_size_misattributed"} <= codes
