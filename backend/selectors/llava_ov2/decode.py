@@ -67,6 +67,12 @@ class StreamDecodeConfig:
         min=0,
         max=64,
     )
+    score_thread: bool = param(
+        True,
+        label="Scoring thread",
+        help="resize and score each sampled frame on a second thread while the decoder works; off "
+        "where the run must keep to one core (one worker of a batch)",
+    )
     profile: Profile = param(
         "clean",
         label="Profile",
@@ -158,6 +164,13 @@ def _field_to_canvas(field: np.ndarray, canvas: CanvasGeometry, config: StreamDe
     return out
 
 
+def _now(fn: Any, *args: Any) -> Future[None]:
+    """``fn(*args)`` run here, as a done future (the scoring thread's stand-in)."""
+    done: Future[None] = Future()
+    done.set_result(fn(*args))
+    return done
+
+
 def decode_stream(
     info: VideoInfo, candidates: Candidates, canvas: CanvasGeometry, *, config: StreamDecodeConfig
 ) -> StreamDecode:
@@ -237,6 +250,7 @@ def decode_stream(
     pending: deque[Future[None]] = deque()
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llava-score") as scorer:
+            run = scorer.submit if config.score_thread else _now
             stream = stream_decode.iter_stream(info.path, frozenset(ids), **stream_flags(config))
             for item in stream:
                 decoded_count += 1
@@ -248,7 +262,7 @@ def decode_stream(
                 sizes[row] = item["attributed_size"]
                 if item["pts_secs"] is not None:
                     pts[row] = item["pts_secs"]
-                pending.append(scorer.submit(score, row, item))
+                pending.append(run(score, row, item))
                 while len(pending) > 2:
                     pending.popleft().result()
             while pending:

@@ -79,8 +79,9 @@ class LlavaOv2Options:
     workers: int = param(
         2,
         label="Decode workers",
-        help="1 decodes on one thread (as a batch runs); more lets FFmpeg choose its threads, as it "
-        "always does when parity attributes packet sizes (they follow the decoder's frame threads)",
+        help="1 decodes on one thread and scores on it (as a batch runs); more lets FFmpeg choose its "
+        "threads, as it always does when parity attributes packet sizes (they follow the decoder's "
+        "frame threads), and scores on a second thread",
         min=1,
         max=64,
     )
@@ -158,6 +159,7 @@ class LlavaOv2Options:
                 # Which decode call returns a frame depends on FFmpeg's frame threads: parity's
                 # packet attribution keeps the reference's (FFmpeg's choice).
                 threads=0 if self.needs_packet_attribution else decoder_thread_count(self.workers),
+                score_thread=self.workers > 1,
                 profile=prof,
             ),
             "group": GopConfig(
