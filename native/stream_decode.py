@@ -10,6 +10,7 @@ the picture type, the presentation time, and the packet size as that reader attr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -90,6 +91,7 @@ def iter_stream(
     frame_threads: bool = True,
     thread_count: int = 0,
     skip_unwanted: bool = False,
+    rgb_later: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Decode the first video stream once, in output order, until the last wanted frame.
 
@@ -108,6 +110,9 @@ def iter_stream(
         come out the same, and frames are indexed by their presentation timestamp instead of
         counted. Skipped frames are not yielded, and ``attributed_size`` then no longer follows
         the unskipped decoder's calls. Ignored for streams whose timestamps are missing or repeat.
+    rgb_later : a wanted frame's item holds ``to_rgb`` (a function returning its RGB array) and
+        ``height``/``width`` instead of ``rgb``, so that another thread can convert it (the
+        conversion releases the GIL) while this one decodes on.
 
     Yields
     ------
@@ -161,7 +166,13 @@ def iter_stream(
                     }
                     first = False
                     if index in wanted:
-                        item["rgb"] = frame.to_ndarray(format="rgb24", threads=thread_count)
+                        if rgb_later:
+                            item["to_rgb"] = functools.partial(
+                                frame.to_ndarray, format="rgb24", threads=thread_count
+                            )
+                            item["height"], item["width"] = frame.height, frame.width
+                        else:
+                            item["rgb"] = frame.to_ndarray(format="rgb24", threads=thread_count)
                         if motion_vectors:
                             item["mvs"] = _vectors(frame)
                     yield item

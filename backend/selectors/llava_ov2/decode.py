@@ -226,13 +226,13 @@ def decode_stream(
 
     def score(row: int, item: dict[str, Any]) -> None:
         # Rows arrive in order on one thread, so each sees the previous row's canvas and luma.
-        frame = _to_canvas(item["rgb"], canvas, config)
+        frame = _to_canvas(item["to_rgb"](), canvas, config)
         pixels[row] = frame
         y = luma(frame)
         if row > 0 and "luma" in previous:
             field = None
             if want_mvs and item["mvs"].shape[0]:  # no vectors: an all-zero field, framediff
-                raw = motion_field(item["mvs"], item["rgb"].shape[0], item["rgb"].shape[1])
+                raw = motion_field(item["mvs"], item["height"], item["width"])
                 field = _field_to_canvas(raw, canvas, config)
             pair = FramePair(
                 current=frame,
@@ -251,7 +251,9 @@ def decode_stream(
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llava-score") as scorer:
             run = scorer.submit if config.score_thread else _now
-            stream = stream_decode.iter_stream(info.path, frozenset(ids), **stream_flags(config))
+            stream = stream_decode.iter_stream(
+                info.path, frozenset(ids), rgb_later=True, **stream_flags(config)
+            )
             for item in stream:
                 decoded_count += 1
                 row = row_of.get(item["frame_index"])

@@ -5,6 +5,7 @@ and on a real clip, the decode's race-free vectors and the reference's packet at
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -308,3 +309,22 @@ def test_parity_takes_race_free_vectors_and_the_references_packet_attribution() 
     )
     codes = {w.code for w in run.warnings}
     assert {"motion_vectors_race_free", "packet_size_misattributed"} <= codes
+
+
+def test_frames_converted_later_on_another_thread_equal_those_converted_at_once() -> None:
+    """``rgb_later``: the decode pass hands out each wanted frame's conversion (run on the scoring
+    thread, after the decoder has moved on, the last ones after the file is closed)."""
+    clip = REAL_CLIPS / "real_h264_film_friday.mp4"
+    wanted = frozenset(range(0, 185, 7))
+    now = [item["rgb"] for item in stream_decode.iter_stream(clip, wanted) if "rgb" in item]
+    later = [item for item in stream_decode.iter_stream(clip, wanted, rgb_later=True) if "to_rgb" in item]
+    assert len(now) == len(later) == len(wanted)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        converted = list(pool.map(lambda item: item["to_rgb"](), later))
+    assert all((item["height"], item["width"]) == rgb.shape[:2] for item, rgb in zip(later, now, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(converted, now, strict=True))
+    # A run that scores on its own thread and one that scores inline select the same.
+    two = select_llava_ov2(clip, options=LlavaOv2Options(profile="parity", workers=2))
+    one = select_llava_ov2(clip, options=LlavaOv2Options(profile="parity", workers=1))
+    assert np.array_equal(two.canvases.src_patch_position, one.canvases.src_patch_position)
+    assert np.array_equal(two.decoded.pixels, one.decoded.pixels)
