@@ -19,6 +19,19 @@ def step_js(slider_elem_id: str) -> dict[str, str]:
     }
 
 
+def press_if_shown_js(shown: str, button: str) -> str:
+    """A Gradio ``js=`` function that presses hidden button ``button`` only while ``shown`` (a
+    selector) is on screen: a view refreshes through the server when it is seen, so other events
+    (a live re-selection) pay no round trip and no pass of Gradio's loading status for it."""
+    return (
+        "() => {\n"
+        f"  const shown = document.querySelector('{shown}')?.offsetParent;\n"
+        f"  if (shown) document.querySelector('{button}')?.click();\n"
+        "  return [];\n"
+        "}"
+    )
+
+
 # Keys click hidden buttons. Text inputs keep their keys; a checkbox, radio or button that
 # keeps the focus after a click must not swallow them (issue 15, defect 2). While the codec
 # comparison panes are on screen the same keys drive them (buttons cmp_*).

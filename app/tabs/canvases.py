@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from app.browser_js import press_if_shown_js
 from app.tabs.common import ui_error
 from backend.errors import CodecLensError
 
@@ -224,15 +225,6 @@ def sparse_video(
     return str(path)
 
 
-FOLLOW_IF_SHOWN_JS = """
-() => {
-  const shown = document.querySelector('#canvas_gallery')?.offsetParent;
-  if (shown) document.querySelector('#canvas_follow')?.click();
-  return [];
-}
-"""
-
-
 # Gradio finds the gr.SelectData parameter of a handler through its type hints, which are
 # resolved in this module's globals: gradio is imported at module level for that.
 def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_row: Any = None) -> None:
@@ -305,23 +297,19 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_
         # inspector sends no event here otherwise.
         drawn = gr.State(f"{run_id.value}:{first(3, {}).get('value')}")
         row_input = viewer_row if viewer_row is not None else gr.State(None)
-        tab.select(
-            lambda rid, row, d: follow(views, rid, row, d),
-            [run_id, row_input, drawn],
-            [*outputs, prompt, drawn],
-            api_name=False,
-        )
-        # A run that arrives while the tab is open redraws it. The page asks only then (a hidden
-        # button): a backend event on every run change would cost each live re-selection a
-        # round trip and two passes of Gradio's loading status.
+        # Opening the tab draws it; a run that arrives while it is open redraws it (the page
+        # presses a hidden button then, and only then).
         follow_btn = gr.Button("follow", elem_id="canvas_follow")
-        follow_btn.click(
-            lambda rid, row, d: follow(views, rid, row, d),
-            [run_id, row_input, drawn],
-            [*outputs, prompt, drawn],
-            api_name=False,
+        for event in (tab.select, follow_btn.click):
+            event(
+                lambda rid, row, d: follow(views, rid, row, d),
+                [run_id, row_input, drawn],
+                [*outputs, prompt, drawn],
+                api_name=False,
+            )
+        run_id.change(
+            None, None, None, js=press_if_shown_js("#canvas_gallery", "#canvas_follow"), api_name=False
         )
-        run_id.change(None, None, None, js=FOLLOW_IF_SHOWN_JS, api_name=False)
 
     def on_select(rid: str, evt: gr.SelectData) -> tuple[Any, Any]:
         return pick_canvas(views, rid, evt.index)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from app.browser_js import press_if_shown_js
 from app.tabs.common import ui_error
 from app.tabs.import_panel import build_import_panel
 from backend.errors import CodecLensError
@@ -96,17 +97,6 @@ def build_sessions_panel(ws: Workspace, run_id: gr.Textbox) -> SessionsPanel:
     return SessionsPanel(open_pick=open_pick, open_btn=open_btn, refresh_btn=refresh_btn, runs=runs)
 
 
-# Refresh the panel only where it is seen: a backend event on every run change would cost each
-# live re-selection a server round trip and two passes of Gradio's loading status.
-REFRESH_IF_SHOWN_JS = """
-() => {
-  const shown = document.querySelector('#runs_table')?.offsetParent;
-  if (shown) document.querySelector('#refresh_btn')?.click();
-  return [];
-}
-"""
-
-
 def wire_sessions_panel(
     ws: Workspace,
     run_id: gr.Textbox,
@@ -129,7 +119,7 @@ def wire_sessions_panel(
             api_name=False,
             show_progress="hidden",
         )
-    run_id.change(None, None, None, js=REFRESH_IF_SHOWN_JS, api_name=False)
+    run_id.change(None, None, None, js=press_if_shown_js("#runs_table", "#refresh_btn"), api_name=False)
     panel.open_btn.click(
         lambda current, chosen, row, lay, op, cm: open_stored(ws, current, chosen, row, lay, op, cm),
         [run_id, panel.open_pick, *view_controls],

@@ -164,13 +164,6 @@ def _field_to_canvas(field: np.ndarray, canvas: CanvasGeometry, config: StreamDe
     return out
 
 
-def _now(fn: Any, *args: Any) -> Future[None]:
-    """``fn(*args)`` run here, as a done future (the scoring thread's stand-in)."""
-    done: Future[None] = Future()
-    done.set_result(fn(*args))
-    return done
-
-
 def decode_stream(
     info: VideoInfo, candidates: Candidates, canvas: CanvasGeometry, *, config: StreamDecodeConfig
 ) -> StreamDecode:
@@ -250,7 +243,6 @@ def decode_stream(
     pending: deque[Future[None]] = deque()
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llava-score") as scorer:
-            run = scorer.submit if config.score_thread else _now
             stream = stream_decode.iter_stream(
                 info.path, frozenset(ids), rgb_later=True, **stream_flags(config)
             )
@@ -264,7 +256,10 @@ def decode_stream(
                 sizes[row] = item["attributed_size"]
                 if item["pts_secs"] is not None:
                     pts[row] = item["pts_secs"]
-                pending.append(run(score, row, item))
+                if not config.score_thread:
+                    score(row, item)
+                    continue
+                pending.append(scorer.submit(score, row, item))
                 while len(pending) > 2:
                     pending.popleft().result()
             while pending:
