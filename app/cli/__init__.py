@@ -152,12 +152,11 @@ def _run_isolated(argv: list[str]) -> int:
     """
     dump_fd, record_fd = _scratch_fd("codec-lens-dump"), _scratch_fd("codec-lens-record")
     started = time.time()
-    stops = {signal.SIGINT, signal.SIGTERM}
+    stops = set(_STOPS)
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # held until each process has its handlers
     pid = os.fork()
     if pid == 0:
-        for signum in stops:
-            signal.signal(signum, _interrupt_once)
+        arm_interrupts()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         faulthandler.enable(file=dump_fd, all_threads=True)
         os._exit(_child(argv, record_fd))
@@ -185,9 +184,55 @@ def _run_isolated(argv: list[str]) -> int:
     )
 
 
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+def arm_interrupts() -> None:
+    """Make Ctrl-C and SIGTERM stop this process once (:func:`_interrupt_once`), and never be lost.
+
+    Python discards an exception raised where nothing can catch it (an at-fork callback, a
+    ``__del__``, a weakref callback) and reports it to ``sys.unraisablehook``. A Ctrl-C whose
+    handler ran there would vanish: the command would go on to the end and exit 0, having
+    ignored the later copies. The hook sends the signal again, so it lands in ordinary code.
+    """
+    for signum in _STOPS:
+        signal.signal(signum, _interrupt_once)
+    sys.unraisablehook = _redeliver_lost_interrupt
+
+
+def _redeliver_lost_interrupt(unraisable: Any) -> None:
+    """``sys.unraisablehook``: send a discarded interrupt again; anything else as Python reports it."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
+        return
+    name = str(exc.args[0]) if exc.args else ""
+    for stop in _STOPS:
+        signal.signal(stop, _interrupt_once)
+    _send_again(signal.Signals[name] if name in signal.Signals.__members__ else signal.SIGINT)
+
+
+def _send_again(signum: int) -> None:
+    """Signal this process again from another thread, so the handler runs after the caller returns
+    (a signal sent from the calling thread is handled before ``os.kill`` even returns)."""
+    import threading
+
+    def later() -> None:
+        time.sleep(0.01)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=later, name="codec-lens-interrupt", daemon=True).start()
+
+
 def _interrupt_once(signum: int, frame: Any) -> None:
     """The child's Ctrl-C and SIGTERM: the first stops the command (KeyboardInterrupt, as ever);
     later ones, such as the parent's copy of the terminal's Ctrl-C, leave its clean-up alone."""
+    hook = _redeliver_lost_interrupt.__code__
+    while frame is not None:
+        if frame.f_code is hook:  # raised here, it would be lost for good
+            _send_again(signum)
+            return
+        frame = frame.f_back
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise KeyboardInterrupt(signal.Signals(signum).name)

@@ -293,6 +293,50 @@ def _interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], what
     return stderr
 
 
+# A Ctrl-C whose handler runs inside an at-fork callback: Python discards the KeyboardInterrupt
+# there ("Exception ignored in: _releaseLock"), as it did once in CI when the re-selection's
+# reader processes were forked. The armed process must still stop.
+_LOST_INTERRUPT_SCRIPT = """
+import os, signal, sys, time
+from app.cli import arm_interrupts
+if sys.argv[1] == "armed":
+    arm_interrupts()
+def interrupt_inside_callback():
+    os.kill(os.getpid(), signal.SIGINT)
+    sum(range(1000))  # the handler runs at a bytecode boundary in here
+os.register_at_fork(after_in_parent=interrupt_inside_callback)
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    for _ in range(100):
+        time.sleep(0.01)
+except KeyboardInterrupt as exc:
+    print("stopped", exc)
+    sys.exit(130)
+print("ran on")
+"""
+
+
+@pytest.mark.parametrize("mode", ["armed", "bare"])
+def test_an_interrupt_python_discards_is_delivered_again(mode: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _LOST_INTERRUPT_SCRIPT, mode],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if mode == "bare":  # the premise: without the hook the interrupt is lost
+        assert (done.returncode, done.stdout.strip()) == (0, "ran on"), done.stderr[-2000:]
+        assert "Exception ignored" in done.stderr
+    else:
+        assert (done.returncode, done.stdout.strip()) == (130, "stopped SIGINT"), done.stderr[-2000:]
+        assert "Exception ignored" not in done.stderr
+
+
 def _start(*args: str | os.PathLike[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "app.cli", *map(str, args)],
