@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -194,6 +195,19 @@ def plain_figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figur
     figure in tests.
     """
     return go.Figure(data=data, layout=layout, _validate=False)
+
+
+def figure_json(fig: go.Figure | None) -> str:
+    """``fig`` as the JSON text a page hands to ``Plotly.react``; "" for none.
+
+    ``Figure.to_json`` deep-copies the figure first (~10 ms a figure); this encodes its trace and
+    layout dicts as they are (for a :func:`plain_figure`, the very dicts it was given).
+    """
+    from plotly.utils import PlotlyJSONEncoder
+
+    if fig is None:
+        return ""
+    return json.dumps({"data": fig._data, "layout": fig._layout}, cls=PlotlyJSONEncoder)
 
 
 def apply_style(fig: go.Figure, *, paper: bool = False, legend_below: bool = True) -> go.Figure:

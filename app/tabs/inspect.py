@@ -154,16 +154,6 @@ OPEN_IF_NEW_JS = """
 """
 
 
-def figure_json(fig: Any) -> str:
-    """A figure as the JSON text the page draws (PLOT_JS); "" for none."""
-    from plotly.utils import PlotlyJSONEncoder
-
-    if fig is None:
-        return ""
-    # Figure.to_json deep-copies the figure first (~10 ms a figure here); the page only reads it.
-    return json.dumps({"data": fig._data, "layout": fig._layout}, cls=PlotlyJSONEncoder)
-
-
 TOOLS_HTML = """
 <div id="frame_tools">
   <button id="zoom_out_btn" title="zoom out (−)">−</button>
@@ -309,6 +299,7 @@ def open_view(
 ) -> tuple[Any, ...]:
     """Every output that depends on the open run (:data:`VIEW_OUTPUTS`); those named in ``skip``
     are left as they are (``gr.update()``, not drawn)."""
+    from views.figure_style import figure_json
     from views.inspector import group_stepper, signal_plots, timeline
     from views.inspector.navigation import group_of_row
 
@@ -428,6 +419,7 @@ def pick_block(ws: Workspace, run_id: str, row: float, xy: str) -> str:
 
 def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
     """The readiness plot of ``group`` (figure JSON) and its first candidate row (for the slider)."""
+    from views.figure_style import figure_json
     from views.inspector import group_stepper
 
     if group is None or not run_id:
@@ -440,6 +432,7 @@ def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
 def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tuple[Any, Any]:
     """The group stepper follows the viewer: the group of candidate ``row`` and its readiness
     plot (figure JSON), unchanged (nothing sent) while the row stays in ``shown_group``."""
+    from views.figure_style import figure_json
     from views.inspector import group_stepper
     from views.inspector.navigation import group_of_row
 

@@ -156,10 +156,15 @@ def shown_frame(page: Any) -> int:
     return int(info_line(page).split(" · ")[1].split()[1])
 
 
+def wait_candidate(page: Any, row: int, *, timeout_ms: int = 30_000) -> None:
+    """Wait until the info line shows candidate ``row``."""
+    page.wait_for_function(
+        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
+        timeout=timeout_ms,
+    )
+
+
 def go_to_candidate(page: Any, row: int) -> None:
     """Move the candidate slider to ``row`` and wait until the info line shows it."""
     page.locator("#frame_slider input[type=range]").fill(str(row))
-    page.wait_for_function(
-        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
-        timeout=30_000,
-    )
+    wait_candidate(page, row)

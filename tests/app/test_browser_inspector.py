@@ -10,7 +10,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from lens_browser import ARTIFACTS, BROWSER_MARKS, anamorphic_clip, open_inspector_page, served_app
+from lens_browser import (
+    ARTIFACTS,
+    BROWSER_MARKS,
+    anamorphic_clip,
+    info_line,
+    open_inspector_page,
+    served_app,
+    shown_frame,
+    wait_candidate,
+)
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = BROWSER_MARKS
@@ -42,28 +51,13 @@ def page(app: dict[str, Any]) -> Iterator[Any]:
         yield pg
 
 
-def _info(page: Any) -> str:
-    return page.locator("#frame_info").inner_text()
-
-
 def _candidate(page: Any) -> int:
-    return int(_info(page).split(" · ")[0].split()[1])
-
-
-def _frame(page: Any) -> int:
-    return int(_info(page).split(" · ")[1].split()[1])
-
-
-def _wait_candidate(page: Any, row: int) -> None:
-    page.wait_for_function(
-        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
-        timeout=30_000,
-    )
+    return int(info_line(page).split(" · ")[0].split()[1])
 
 
 def _go(page: Any, row: int) -> None:
     page.locator("#frame_slider input[type=range]").fill(str(row))
-    _wait_candidate(page, row)
+    wait_candidate(page, row)
 
 
 def _no_error_badges(page: Any) -> None:
@@ -126,7 +120,7 @@ def test_clicks_inside_group_spans_jump_to_the_nearest_frame(page: Any) -> None:
     seen = set()
     for frame in (20, 47, 75, 104, 131):
         _click_plot(page, "timeline", frame, 0.6)  # mid-height: inside a group's shaded span
-        seen.add(_frame(page))
+        seen.add(shown_frame(page))
         _no_error_badges(page)
     assert len(seen) == 5
 
@@ -171,9 +165,9 @@ def test_arrows_step_after_a_layer_checkbox_was_clicked(page: Any) -> None:
     _go(page, 5)
     page.locator("#layers label", has_text="block grid").click()  # the checkbox keeps the focus
     page.keyboard.press("ArrowRight")
-    _wait_candidate(page, 6)
+    wait_candidate(page, 6)
     page.keyboard.press("ArrowLeft")
-    _wait_candidate(page, 5)
+    wait_candidate(page, 5)
     page.locator("#layers label", has_text="block grid").click()
 
 
@@ -281,7 +275,7 @@ def test_key_map_opens_and_closes_and_the_stepper_follows_group_keys(page: Any) 
     page.wait_for_function(
         "() => !document.querySelector('#frame_info').innerText.startsWith('candidate 0 ')"
     )
-    group = int(_info(page).split("group ")[1].split()[0])
+    group = int(info_line(page).split("group ")[1].split()[0])
     page.wait_for_function(
         f"() => document.querySelector('#group_pick input').value === '{group}'", timeout=30_000
     )
@@ -292,7 +286,7 @@ def test_a_click_on_the_signal_plots_jumps(page: Any) -> None:
     page.wait_for_selector("#signal_plots .js-plotly-plot", timeout=60_000)
     _click_plot(page, "signal_plots", 117, 0.3)
     # The playhead (the plots' cursor line) follows the frame the viewer shows.
-    frame = _frame(page)
+    frame = shown_frame(page)
     page.wait_for_function(
         "(f) => { const gd = document.querySelector('#signal_plots .js-plotly-plot');"
         " const s = gd && gd.layout.shapes.find((x) => x.name === 'cursor'); return s && s.x0 === f; }",
@@ -325,7 +319,7 @@ def test_live_reselection_updates_the_page(page: Any, app: dict[str, Any]) -> No
 
 def test_canvases_open_on_the_viewed_frame(page: Any) -> None:
     _go(page, 11)
-    frame = _frame(page)
+    frame = shown_frame(page)
     page.get_by_role("tab", name="Canvases").click()
     page.wait_for_function(
         f"() => document.querySelector('#recon_info').innerText.startsWith('frame {frame}:')", timeout=60_000

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lens_browser import ARTIFACTS, BROWSER_MARKS, anamorphic_clip, open_inspector_page, served_app
+from lens_browser import (
+    ARTIFACTS,
+    BROWSER_MARKS,
+    anamorphic_clip,
+    info_line,
+    open_inspector_page,
+    served_app,
+    wait_candidate,
+)
 
 pytestmark = BROWSER_MARKS
 
@@ -103,17 +111,6 @@ def page(app: dict[str, Any]) -> Iterator[Any]:
         yield pg
 
 
-def _info(page: Any) -> str:
-    return page.locator("#frame_info").inner_text()
-
-
-def _wait_candidate(page: Any, row: int) -> None:
-    page.wait_for_function(
-        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
-        timeout=30_000,
-    )
-
-
 def _open(page: Any, run_id: str) -> None:
     """Open ``run_id`` from the Run tab's stored-run list, back on the Inspect tab at its first frame."""
     page.get_by_role("tab", name="Run").click()
@@ -145,15 +142,15 @@ def test_the_inspector_works_on_each_clip_kind(page: Any, app: dict[str, Any], k
     _open(page, run_id)
     page.locator("#frame").scroll_into_view_if_needed()
     page.locator("#frame_slider input[type=range]").fill("3")
-    _wait_candidate(page, 3)
+    wait_candidate(page, 3)
     # The info line: picture type and packet size of the shown frame.
-    parts = _info(page).split(" · ")
+    parts = info_line(page).split(" · ")
     assert parts[3] in ("I", "P", "B") and parts[4].endswith(" bytes"), parts
 
     # A layer checkbox keeps the focus; → still steps.
     page.locator("#layers label", has_text="block grid").click()
     page.keyboard.press("ArrowRight")
-    _wait_candidate(page, 4)
+    wait_candidate(page, 4)
     page.locator("#layers label", has_text="block grid").click()
 
     # Hover reads the block (units, rank, budget, decision) and the pixel under the cursor.
@@ -251,7 +248,7 @@ def test_the_inspector_works_on_each_clip_kind(page: Any, app: dict[str, Any], k
 def _play_pause_and_flip(page: Any) -> None:
     """Play from candidate 1 at 8 fps, pause; B = the layers as they are, heatmap on, flip to B and back."""
     page.locator("#frame_slider input[type=range]").fill("1")
-    _wait_candidate(page, 1)
+    wait_candidate(page, 1)
     page.locator("#play_rate").select_option("8")
     page.locator("#play_btn").click()
     page.wait_for_function(
@@ -259,9 +256,9 @@ def _play_pause_and_flip(page: Any) -> None:
     )
     page.locator("#play_btn").click()
     page.wait_for_timeout(300)
-    stopped = _info(page)
+    stopped = info_line(page)
     page.wait_for_timeout(400)
-    assert _info(page) == stopped
+    assert info_line(page) == stopped
     page.locator("#set_b_btn").click()
     page.locator("#layers label", has_text="heatmap").click()
     page.wait_for_function("() => document.querySelector('#frame_img').src.includes('heatmap')")

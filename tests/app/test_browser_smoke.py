@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import REPO_ROOT
-from lens_browser import ARTIFACTS, BROWSER_MARKS, open_inspector_page, served_app
+from lens_browser import ARTIFACTS, BROWSER_MARKS, open_inspector_page, served_app, wait_candidate
 
 pytestmark = BROWSER_MARKS
 
@@ -64,10 +64,7 @@ def _candidate(page) -> int:
 
 
 def _wait_candidate(page, row: int) -> None:
-    page.wait_for_function(
-        f"() => document.querySelector('#frame_info').innerText.startsWith('candidate {row} ')",
-        timeout=15_000,
-    )
+    wait_candidate(page, row, timeout_ms=15_000)
 
 
 def test_step_buttons_move_the_viewer(page) -> None:

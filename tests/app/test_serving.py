@@ -3,7 +3,6 @@ upload limit, and one-line refusals (no auth on a public host, a bad auth file, 
 
 from __future__ import annotations
 
-import contextlib
 import http.cookiejar
 import json
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, requires_cvp, run_cli
+from procfs import alive, children
 
 from app.server import check_access, is_loopback, read_auth_file
 
@@ -33,22 +33,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found += [int(c) for c in (task / "children").read_text().split()]
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """A process that exists and is not a zombie (an exited child nobody reaped yet)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -219,13 +203,13 @@ class RunningApp:
 
     def interrupt(self) -> tuple[int, str]:
         """Ctrl-C: the exit code and stderr; the app's worker processes must end with it."""
-        children = _children(self.proc.pid)
+        workers = children(self.proc.pid)
         self.proc.send_signal(signal.SIGINT)
         stderr = self.proc.communicate(timeout=60)[1]
         deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not [pid for pid in children if _alive(pid)], "worker processes outlived the app"
+        assert not [pid for pid in workers if alive(pid)], "worker processes outlived the app"
         return self.proc.returncode, stderr
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 from conftest import REPO_ROOT, requires_cvp, run_cli
+from procfs import alive, children
 
 from app.workspace import Workspace, ensure_run, make_workspace
 from backend.errors import InputError, OutputError
@@ -264,22 +265,6 @@ def test_a_deleted_video_keeps_stepping_and_names_the_file_where_it_is_needed(
 # -- Ctrl-C during the long commands ----------------------------------------------------------------
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            found += [int(c) for c in (task / "children").read_text().split()]
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], what: str) -> str:
     """SIGINT ``proc`` once ``ready()``; its stderr after it ended with 130 and one line."""
     deadline = time.monotonic() + 300
@@ -380,12 +365,12 @@ def test_ctrl_c_during_reselect_marks_its_run_failed(stored_run: tuple[Path, str
     def decoding() -> bool:
         # The command runs in a forked child of the CLI's process (app.cli.entry); the split
         # read's reader processes are that child's.
-        readers[:] = [r for c in _children(proc.pid) for r in _children(c)]
+        readers[:] = [r for c in children(proc.pid) for r in children(c)]
         return bool(readers)
 
     _interrupt_when(proc, decoding, "its decode started")
     time.sleep(0.5)
-    assert not [pid for pid in readers if _alive(pid)]  # no reader left behind
+    assert not [pid for pid in readers if alive(pid)]  # no reader left behind
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
     with SessionStore(db) as store:
         runs = {r.run_id: r for r in store.list_runs()}
