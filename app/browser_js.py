@@ -283,7 +283,8 @@ _VIEWER = """
     L.drawBoxes();
     L.cursor(L.frameIndex());
   };
-  // Plot cursors follow the viewer; debounced, since a relayout redraws the plot (~60 ms).
+  // Plot cursors follow the viewer; debounced, since a relayout redraws the plot (~60 ms), and
+  // skipped where the cursor already stands there (a plot the server just drew for this frame).
   L.cursor = (f) => {
     clearTimeout(L.cursorTimer);
     L.cursorTimer = setTimeout(() => {
@@ -292,7 +293,10 @@ _VIEWER = """
         if (!gd || !window.Plotly || !gd.layout || !gd.layout.shapes) continue;
         const upd = {};
         gd.layout.shapes.forEach((s, i) => {
-          if (s.name === 'cursor') { upd[`shapes[${i}].x0`] = f; upd[`shapes[${i}].x1`] = f; }
+          if (s.name === 'cursor' && (s.x0 !== f || s.x1 !== f)) {
+            upd[`shapes[${i}].x0`] = f;
+            upd[`shapes[${i}].x1`] = f;
+          }
         });
         if (Object.keys(upd).length) window.Plotly.relayout(gd, upd);
       }

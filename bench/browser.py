@@ -63,11 +63,15 @@ STEP_JS = """
 
 # Resolves with {total, parts}: parts are the ms until each sign of the new run first showed
 # (where the time goes: the server's answer, the plots drawn, the frame image fetched).
+# The probe must not slow the page it times: it polls only cheap reads (a value, an attribute,
+# a reference, textContent) and learns of the groups table's change from a MutationObserver.
+# Serialising the table's innerHTML and reading innerText (a forced layout) every 2 ms, as it
+# once did, took the page's main thread from the page itself.
 RESELECT_JS = """
 (value) => new Promise((resolve) => {
   const q = (s) => document.querySelector(s);
   const runBox = () => q('#run_id textarea, #run_id input');
-  const run0 = runBox().value, summary0 = q('#summary').innerText;
+  const run0 = runBox().value, summary0 = q('#summary').textContent;
   // A plot counts as redrawn once its div or its data changed (Gradio may reuse the div).
   const plot = (sel) => q(sel + ' .js-plotly-plot');
   const drawn = (sel) => { const gd = plot(sel); return [gd, gd && gd.data]; };
@@ -76,7 +80,9 @@ RESELECT_JS = """
     return !!gd && (gd !== gd0 || gd.data !== data0);
   };
   const plot0 = drawn('#timeline'), stepper0 = drawn('#readiness_plot');
-  const table0 = q('#groups_table').innerHTML;
+  let tableChanged = false;
+  const watch = new MutationObserver(() => { tableChanged = true; });
+  watch.observe(q('#groups_table'), {subtree: true, childList: true, characterData: true});
   const input = q('#live_images_per_group input');
   const parts = {};
   const t0 = performance.now();
@@ -86,18 +92,19 @@ RESELECT_JS = """
     const run = runBox().value, img = q('#frame_img'), now = performance.now() - t0;
     const signs = {
       run: run !== run0,
-      summary: q('#summary').innerText !== summary0,
+      summary: q('#summary').textContent !== summary0,
       timeline: redrawn('#timeline', plot0),
-      table: q('#groups_table').innerHTML !== table0,
+      table: tableChanged,
       stepper: redrawn('#readiness_plot', stepper0),
       img_src: run !== run0 && img && img.getAttribute('src').includes('run=' + run),
     };
     signs.img_loaded = signs.img_src && img.complete;
     for (const [k, v] of Object.entries(signs)) if (v && parts[k] === undefined) parts[k] = now;
     if (Object.values(signs).every(Boolean)) {
+      watch.disconnect();
       const end = () => resolve({total: performance.now() - t0, parts});
       img.decode().then(end, end);
-    } else if (now > 15000) resolve({total: -1, parts});
+    } else if (now > 15000) { watch.disconnect(); resolve({total: -1, parts}); }
     else setTimeout(check, 2);
   };
   check();

@@ -300,6 +300,13 @@ def test_live_reselection_updates_the_page(page: Any, app: dict[str, Any]) -> No
     page.locator("#frame").scroll_into_view_if_needed()
     before = page.locator("#run_id textarea, #run_id input").first.input_value()
     page.locator("#live_box").get_by_text("Re-select live").click()
+    # Count the page's relayouts: the server draws the new timeline with its cursor on the viewed
+    # frame, so the viewer's cursor follower must not redraw it once more (~60 ms a plot).
+    page.evaluate(
+        "() => { const r = window.Plotly.relayout; window.__relayouts = [];"
+        " window.Plotly.relayout = function (gd, ...a) {"
+        " window.__relayouts.push(gd.closest('[id]').id); return r.call(this, gd, ...a); }; }"
+    )
     box = page.locator("#live_images_per_group input")
     box.fill("2" if box.input_value() != "2" else "3")
     box.press("Enter")
@@ -312,6 +319,13 @@ def test_live_reselection_updates_the_page(page: Any, app: dict[str, Any]) -> No
     new_id = page.locator("#run_id textarea, #run_id input").first.input_value()
     assert new_id != app["run_id"] and app["ws"].store.get_run(new_id).config["images_per_group"] in (2, 3)
     assert f"run={new_id}" in page.locator("#frame_img").get_attribute("src")
+    page.wait_for_timeout(800)  # past the follower's 250 ms debounce
+    frame = shown_frame(page)
+    cursor = page.evaluate(
+        "() => document.querySelector('#timeline .js-plotly-plot').layout.shapes"
+        ".find((s) => s.name === 'cursor').x0"
+    )
+    assert cursor == frame and page.evaluate("() => window.__relayouts") == []
     page.get_by_role("tab", name="Run").click()
     page.wait_for_function(f"() => document.querySelector('#open_pick input').value.startsWith('{new_id}')")
     page.get_by_role("tab", name="Inspect").click()
