@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.common import add_selection_options, fail, fail_with, options_from_args
+from views.wording import plural
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -52,10 +53,14 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(summary))
         return
     where = " → ".join(str(summary[k]) for k in ("out", "run_id") if summary.get(k))
+    counts = (
+        f"{plural(summary['groups'], 'group')}, {plural(summary['canvases'], 'canvas', 'canvases')}, "
+        f"{plural(summary['tokens'], 'token')}"
+    )
+    warned = plural(len(summary["warnings"]), "warning")
     print(
-        f"{summary['video']}: {summary['frames']} frames → {summary['groups']} groups, "
-        f"{summary['canvases']} canvases, {summary['tokens']} tokens in {summary['seconds']:.2f} s "
-        f"({summary['profile']}, {len(summary['warnings'])} warnings)" + (f" → {where}" if where else "")
+        f"{summary['video']}: {plural(summary['frames'], 'frame')} → {counts} in {summary['seconds']:.2f} s "
+        f"({summary['profile']}, {warned})" + (f" → {where}" if where else "")
     )
 
 

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from app.cli.common import add_store_options, fail, fail_with
+from views.wording import plural
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -36,10 +37,10 @@ def _list(store: Any, as_json: bool) -> None:
         print(json.dumps([_run_dict(r) for r in rows], default=str))
         return
     for r in rows:
-        n_warn = len(r.warnings)
+        warned = plural(len(r.warnings), "warning")
         print(
             f"{r.run_id}  {r.status:7s} {r.selector:9s} {r.profile:6s} {r.created_at:%Y-%m-%d %H:%M:%S}  "
-            f"{r.video_path}  ({n_warn} warnings" + (f", from {r.parent_run_id})" if r.parent_run_id else ")")
+            f"{r.video_path}  ({warned}" + (f", from {r.parent_run_id})" if r.parent_run_id else ")")
         )
 
 

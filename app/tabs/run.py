@@ -17,6 +17,7 @@ from app.tabs.sessions import SessionsPanel, build_sessions_panel, save_view
 from app.workers import Cleanup, job_store, run_job, session_of
 from app.workspace import store_upload, upload_name
 from backend.errors import CodecLensError
+from views.wording import plural
 
 if TYPE_CHECKING:
     from app.tabs.inspect import InspectTab
@@ -254,8 +255,9 @@ def start_run(
     note = "decoded" if how == "full" else "re-selected from the cache, nothing decoded"
     status = (
         f"Run **{new_id}** done in {time.perf_counter() - t0:.2f} s ({note}): "
-        f"{len(result.selection.groups)} groups, {result.canvases.images.shape[0]} canvases, "
-        f"{result.canvases.tokens.shape[0]} tokens."
+        f"{plural(len(result.selection.groups), 'group')}, "
+        f"{plural(result.canvases.images.shape[0], 'canvas', 'canvases')}, "
+        f"{plural(result.canvases.tokens.shape[0], 'token')}."
     )
     return new_id, status
 

@@ -7,11 +7,7 @@ import html
 import numpy as np
 
 from backend.pipeline import RunResult
-
-
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """``1 warning``, ``2 warnings`` (``many``: the plural when it is not word + s)."""
-    return f"{count} {word if count == 1 else (many or word + 's')}"
+from views.wording import plural
 
 
 def aspect_note(result: RunResult) -> str:

@@ -1,4 +1,5 @@
-"""Wording of CLI text output: every abbreviated column of ``compare``'s table is explained."""
+"""Wording of CLI text output: every abbreviated column of ``compare``'s table is explained, counts
+agree with their nouns."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from conftest import REPO_ROOT
 
 from app.cli import compare
+from app.cli.select import print_summary
 
 
 def _summary() -> dict:
@@ -64,3 +66,15 @@ def test_export_scale_is_a_size_factor_and_still_takes_the_old_heatmap_words() -
     assert options("video") == (1.0, "video")  # --scale once named the heatmap scale
     with pytest.raises(ValueError, match=r"Invalid scale \('big'\)\. Supported values are a size factor"):
         options("big")
+
+
+def test_select_line_agrees_its_nouns_with_the_counts(capsys) -> None:
+    one = {"video": "v.mp4", "frames": 1, "groups": 1, "canvases": 1, "tokens": 1, "seconds": 0.5}
+    print_summary(one | {"profile": "clean", "warnings": [{"code": "x"}], "out": "o"}, as_json=False)
+    many = {"video": "v.mp4", "frames": 9, "groups": 2, "canvases": 3, "tokens": 432, "seconds": 0.5}
+    print_summary(many | {"profile": "parity", "warnings": []}, as_json=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "v.mp4: 1 frame → 1 group, 1 canvas, 1 token in 0.50 s (clean, 1 warning) → o",
+        "v.mp4: 9 frames → 2 groups, 3 canvases, 432 tokens in 0.50 s (parity, 0 warnings)",
+    ]

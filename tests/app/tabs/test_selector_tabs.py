@@ -62,7 +62,7 @@ def onevision_run(ws: Workspace, clip: Path) -> str:
     assert options.static_fallback is False
     stages: list[str] = []
     run_id, status = run.start_run(ws, "", str(clip), VIEW, options, lambda f, desc: stages.append(desc))
-    assert "1 groups, 3 canvases, 432 tokens" in status and "(decoded)" in status  # 3 × 12×12 patches
+    assert "1 group, 3 canvases, 432 tokens" in status and "(decoded)" in status  # 3 × 12×12 patches
     assert stages[0] == "probe"
     return run_id
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -122,6 +123,24 @@ def test_changed_content_or_options_are_redone_and_a_touched_file_is_hashed(data
     assert rows["sub/deeper/c.mp4"]["content_sha256"] != before["sub/deeper/c.mp4"]["row"]["content_sha256"]
     # The touched file's record now holds its new time: the next plan skips it without hashing.
     assert plan_batch(manifest, tmp_path / "out", config=config).tasks == ()
+
+
+def test_an_interrupt_keeps_a_video_finished_before_its_row_arrived(dataset, first, tmp_path) -> None:
+    # Ctrl-C can land after a worker wrote a video's output and unit record but before the
+    # batch process read its row: that video is done (the record holds its row), unless the
+    # record is older than the task (an earlier batch's output, being redone).
+    from backend.batch.local import _finished_row
+
+    folder, _ = dataset
+    root, config, _ = first
+    task = plan_batch(folder, tmp_path / "out", config=config).tasks[0]
+    done_dir = output_folder(root / "out", task.rel_path)
+    finished = dataclasses.replace(task, out_dir=str(done_dir))
+    written = (done_dir / "codec_lens_batch.json").stat().st_mtime
+    row = _finished_row(finished, since=written - 1.0)
+    assert row is not None and row["status"] == "done" and row["rel_path"] == task.rel_path
+    assert _finished_row(finished, since=written + 1.0) is None
+    assert _finished_row(task, since=0.0) is None  # nothing written there
 
 
 def test_a_crashed_worker_costs_its_video_alone(dataset, tmp_path) -> None:

@@ -8,6 +8,7 @@ from conftest import REPO_ROOT, requires_cvp
 
 from backend.pipeline import SelectionOptions, run
 from views.inspector import run_summary
+from views.wording import plural
 
 pytestmark = requires_cvp
 
@@ -50,8 +51,5 @@ def test_signal_plots_have_four_rows_and_a_cursor(result):
 def test_summary_words_plurals_and_times(result):
     text = run_summary.prepare_summary(result, pipeline_secs=3.97, reopen_secs=0.23)
     assert "pipeline 3.97 s (reopened from the cache in 0.23 s)" in text
-    assert (
-        run_summary.plural(1, "warning") == "1 warning"
-        and run_summary.plural(2, "canvas", "canvases") == "2 canvases"
-    )
+    assert plural(1, "warning") == "1 warning" and plural(2, "canvas", "canvases") == "2 canvases"
     assert run_summary.aspect_note(result) == ""  # square pixels
