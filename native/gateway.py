@@ -369,6 +369,9 @@ def _read_into(
     return out, log
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _segment_child(conn: Any, inherited: tuple[Any, ...], *args: Any) -> None:
     """Body of a forked reader: its result, or its failure as one line, goes to the parent."""
     # Ended by the parent (SegmentReads.stop) or with it: no handler of the parent's may
@@ -376,6 +379,7 @@ def _segment_child(conn: Any, inherited: tuple[Any, ...], *args: Any) -> None:
     # wait on a pipe nobody reads; its copies of the read ends would keep that pipe open.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which ends us
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # held since the fork
     # What the parent left for its garbage collector is not ours to free: a PyAV container's
     # scaler waits, when freed, for slice threads that do not exist after the fork, so a
     # collection here blocked the child (and its parent, waiting on the pipe) for ever.
@@ -485,6 +489,10 @@ class SegmentReads:
             )
             inherited = (recv, *(r for _, _, r in self._children))
             child = ctx.Process(target=_segment_child, args=(send, inherited, *args), daemon=True)
+            # The child starts with Ctrl-C and SIGTERM held until it has its own handlers: one
+            # that arrived earlier (a stop() as the parent is interrupted) met the parent's
+            # KeyboardInterrupt handler in multiprocessing's start-up and printed a traceback.
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
             try:
                 child.start()
             except OSError as exc:  # e.g. no memory or process slots for the fork
@@ -492,6 +500,7 @@ class SegmentReads:
                 self.stop()
                 raise RuntimeError(f"segment read failed: cannot start a reader ({exc})") from exc
             finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
                 send.close()
             self._children.append((k, child, recv))
 
