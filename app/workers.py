@@ -31,7 +31,8 @@ DEFAULT_PRELOAD = ("app.jobs", "backend.runs")
 """Imported by each worker when it starts, so that a job does not wait for them."""
 ABORT_STAGE_ENV = "CODEC_LENS_TEST_ABORT_STAGE"
 """Test only: a worker (or the CLI's child) aborts on purpose when a job reaches this stage.
-``app.main`` and ``app.cli`` read it at start-up; nothing else does."""
+``app.main`` and ``app.cli`` read it at start-up; nothing else does. In the app's workers,
+``STAGE@PATH`` holds the job at the stage until ``PATH`` exists, then aborts."""
 _START_TIMEOUT_SECS = 120.0  # a spawned worker imports numpy, PyAV and the pipeline first
 _STOP_TIMEOUT_SECS = 5.0
 
@@ -185,8 +186,16 @@ class JobProgress:
         self._maybe_abort(stage)
 
     def _maybe_abort(self, stage: str) -> None:
-        if self._abort_stage is not None and stage == self._abort_stage:
-            _abort_on_purpose()
+        if self._abort_stage is None:
+            return
+        wanted, _, gate = self._abort_stage.partition("@")
+        if stage != wanted:
+            return
+        # "stage@path": hold at the stage until the test creates ``path``, so a test can do its
+        # work while the job is certainly in flight instead of racing a fast abort.
+        while gate and not os.path.exists(gate):
+            time.sleep(0.02)
+        _abort_on_purpose()
 
 
 def _abort_on_purpose() -> None:

@@ -6,6 +6,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ CRASH_LINE = f"{CLIP.name}: the decoder crashed (SIGABRT) during decode; the app
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Path]]:
     """The app with the test switch on: a worker aborts when a job reaches the decode stage."""
     from app.main import stop_pool
     from app.workspace import SAMPLE_VIDEO, ensure_run, make_workspace
@@ -30,11 +31,12 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
     )
     run_id = ensure_run(ws, SAMPLE_VIDEO)  # in this process: the switch is for the workers only
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CODEC_LENS_TEST_ABORT_STAGE", "decode")  # read once, when the pool starts
+        gate = root / "abort-now"  # the worker holds at decode until the test creates it
+        mp.setenv("CODEC_LENS_TEST_ABORT_STAGE", f"decode@{gate}")  # read once, when the pool starts
         with served_app(ws, run_id=run_id, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
             mp.delenv("CODEC_LENS_TEST_ABORT_STAGE")
             try:
-                yield url, ws
+                yield url, ws, gate
             finally:
                 stop_pool(ws)
     ws.close()
@@ -74,23 +76,25 @@ def _step(page: Any) -> None:
     )
 
 
-def test_a_crash_in_one_session_is_its_error_only(app: tuple[str, Any]) -> None:
-    url, ws = app
+def test_a_crash_in_one_session_is_its_error_only(app: tuple[str, Any, Path]) -> None:
+    url, ws, gate = app
     with two_sessions(url) as (page_a, page_b):
         page_b.locator("#summary").click()  # keys go to the viewer, not an input
         page_a.get_by_role("tab", name="Run").click()
         page_a.locator("#video_path textarea, #video_path input").first.fill(str(CLIP))
         page_a.locator("#run_btn").click()
         crash = page_a.get_by_text("the decoder crashed", exact=False)
-        # B steps frames while A's job decodes in a worker, and after that worker has died.
-        pending_while_stepping = []
-        for _ in range(40):
-            if crash.count():
-                break
+        # B steps frames while A's job is in a worker (held at decode by the gate), then the
+        # worker aborts and B steps on.
+        steps_while_pending = 0
+        deadline = time.monotonic() + 120
+        while steps_while_pending < 3 and time.monotonic() < deadline:
             _step(page_b)
-            pending_while_stepping.append(ws.pool.pending())
+            steps_while_pending += ws.pool.pending() > 0
+        assert steps_while_pending == 3, "A's job never reached the pool while B stepped"
+        assert crash.count() == 0, "the worker aborted before the gate opened"
+        gate.touch()
         crash.first.wait_for(state="visible", timeout=120_000)
-        assert any(pending_while_stepping), "B's steps never overlapped A's job"
         assert crash.count() == 1 and crash.first.inner_text().strip() == CRASH_LINE
         screenshot(page_a, "crash_session_a.png")
         for _ in range(3):

@@ -48,7 +48,8 @@ def test_a_decoder_abort_in_select_is_one_line_and_exit_2(tmp_path: Path) -> Non
     assert result.stderr.splitlines() == [
         f"codec-lens: error: {SAMPLE_VIDEO}: the decoder crashed (SIGABRT) during decode"
     ]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.duckdb"]  # no output, no partial folder
+    # No output, no partial folder: the session file and its lock file (backend.store.base).
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.duckdb", "s.duckdb.lock"]
     [(status, error)] = _stored(db)
     assert status == "failed" and error is not None and error.startswith("interrupted: its process")
 

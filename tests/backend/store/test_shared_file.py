@@ -22,8 +22,10 @@ from backend.store import SessionStore
 # Process-level end-to-end tests: the slow tier, not --fast.
 pytestmark = pytest.mark.slow
 
-WRITERS = 3
-RUNS_PER_WRITER = 15
+# Enough turn-taking to catch a lost write: before the store's side lock, 4 of 6 runs of this
+# size lost a committed row or update (the old 3 writers × 15: 1 of 18 runs).
+WRITERS = 6
+RUNS_PER_WRITER = 20
 
 _WRITER = textwrap.dedent(
     """
