@@ -15,7 +15,7 @@ class CacheMixin(StoreBase):
     def cache_lookup(self, cache_key: str) -> Path | None:
         """The folder holding a cached decode, or None."""
         row = (
-            self._con.cursor()
+            self._cursor()
             .execute("SELECT folder FROM signal_cache WHERE cache_key = ?", [cache_key])
             .fetchone()
         )
@@ -26,7 +26,7 @@ class CacheMixin(StoreBase):
 
     def cache_entries(self) -> list[tuple[str, Path, int]]:
         """Every registered cached decode: (cache key, folder, size in bytes)."""
-        rows = self._con.cursor().execute("SELECT cache_key, folder, size_bytes FROM signal_cache").fetchall()
+        rows = self._cursor().execute("SELECT cache_key, folder, size_bytes FROM signal_cache").fetchall()
         return [(key, Path(folder), int(size or 0)) for key, folder, size in rows]
 
     def cache_forget(self, cache_key: str) -> None:

@@ -84,7 +84,7 @@ class ComparisonsMixin(StoreBase):
     def get_comparison(self, comparison_id: str) -> dict[str, Any]:
         """One ``comparisons`` row as a dict (JSON columns decoded, without the ``_json`` suffix)."""
         df = (
-            self._con.cursor()
+            self._cursor()
             .execute("SELECT * FROM comparisons WHERE comparison_id = ?", [comparison_id])
             .fetchdf()
         )
@@ -97,7 +97,7 @@ class ComparisonsMixin(StoreBase):
         sql = """SELECT c.*, (SELECT list(v.label ORDER BY v.variant_index) FROM comparison_variants v
                    WHERE v.comparison_id = c.comparison_id) AS labels
                  FROM comparisons c ORDER BY c.created_at DESC"""
-        df = self._con.cursor().execute(sql).fetchdf()
+        df = self._cursor().execute(sql).fetchdf()
         return [_decode_json_columns(r) for r in df.to_dict(orient="records")]
 
     def comparison_table(self, name: str, comparison_id: str) -> pd.DataFrame:
@@ -114,7 +114,7 @@ class ComparisonsMixin(StoreBase):
             "comparison_coverage": "variant_index",
         }[name]
         sql = f"SELECT * EXCLUDE (comparison_id) FROM {name} WHERE comparison_id = ? ORDER BY {order}"
-        return self._con.cursor().execute(sql, [comparison_id]).fetchdf()
+        return self._cursor().execute(sql, [comparison_id]).fetchdf()
 
     def delete_comparison(self, comparison_id: str) -> None:
         """Remove a comparison and its rows (its runs stay; delete them with ``delete_run``)."""

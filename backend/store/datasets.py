@@ -229,14 +229,14 @@ class DatasetsMixin(StoreBase):
     def list_datasets(self) -> pd.DataFrame:
         """Every stored dataset, newest first (columns of the ``datasets`` table)."""
         return (
-            self._con.cursor()
+            self._cursor()
             .execute(f"SELECT {', '.join(_DATASET_COLUMNS)} FROM datasets ORDER BY updated_at DESC")
             .fetchdf()
         )
 
     def dataset_rows(self, dataset_id: str) -> pd.DataFrame:
         """The summary rows of dataset ``dataset_id`` (StoreError if there is no such dataset)."""
-        cur = self._con.cursor()
+        cur = self._cursor()
         if cur.execute("SELECT 1 FROM datasets WHERE dataset_id = ?", [dataset_id]).fetchone() is None:
             raise StoreError(f"has no dataset {dataset_id}", path=self.path, stage="dataset")
         names = ", ".join(_quoted(n) for n in SUMMARY_NAMES)
@@ -250,7 +250,7 @@ class DatasetsMixin(StoreBase):
         if not wanted:
             return set()
         rows = (
-            self._con.cursor()
+            self._cursor()
             .execute(
                 "SELECT run_id FROM runs WHERE status = 'done' AND run_id IN (SELECT unnest(?))", [wanted]
             )

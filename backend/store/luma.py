@@ -76,7 +76,7 @@ class LumaMixin(StoreBase):
     def luma_analysis(self, analysis_id: str) -> dict[str, Any]:
         """One ``luma_analyses`` row as a dict; ``x_json`` columns come back decoded as ``x``."""
         df = (
-            self._con.cursor()
+            self._cursor()
             .execute("SELECT * FROM luma_analyses WHERE analysis_id = ?", [analysis_id])
             .fetchdf()
         )
@@ -86,7 +86,7 @@ class LumaMixin(StoreBase):
 
     def list_luma_analyses(self) -> list[dict[str, Any]]:
         """Every luma-bias analysis, newest first (rows as :meth:`luma_analysis` returns them)."""
-        df = self._con.cursor().execute("SELECT * FROM luma_analyses ORDER BY created_at DESC").fetchdf()
+        df = self._cursor().execute("SELECT * FROM luma_analyses ORDER BY created_at DESC").fetchdf()
         return [_luma_row(r) for r in df.to_dict(orient="records")]
 
     def luma_table(self, name: str, analysis_id: str) -> pd.DataFrame:
@@ -98,7 +98,7 @@ class LumaMixin(StoreBase):
             "luma_gains": "reference_label, slot",
         }[name]
         sql = f"SELECT * EXCLUDE (analysis_id) FROM {name} WHERE analysis_id = ? ORDER BY {order}"
-        return self._con.cursor().execute(sql, [analysis_id]).fetchdf()
+        return self._cursor().execute(sql, [analysis_id]).fetchdf()
 
     def delete_luma_analysis(self, analysis_id: str) -> None:
         """Remove an analysis and its rows (fits that used it keep their coefficients)."""
@@ -122,12 +122,12 @@ class LumaMixin(StoreBase):
 
     def luma_fit(self, fit_id: str) -> dict[str, Any]:
         """One ``luma_fits`` row as a dict (``x_json`` decoded as ``x``)."""
-        df = self._con.cursor().execute("SELECT * FROM luma_fits WHERE fit_id = ?", [fit_id]).fetchdf()
+        df = self._cursor().execute("SELECT * FROM luma_fits WHERE fit_id = ?", [fit_id]).fetchdf()
         if df.empty:
             raise StoreError(f"no luma-bias fit with id {fit_id!r}", path=self.path, stage="store")
         return _luma_row(df.iloc[0].to_dict())
 
     def list_luma_fits(self) -> list[dict[str, Any]]:
         """Every stored fit, newest first."""
-        df = self._con.cursor().execute("SELECT * FROM luma_fits ORDER BY created_at DESC").fetchdf()
+        df = self._cursor().execute("SELECT * FROM luma_fits ORDER BY created_at DESC").fetchdf()
         return [_luma_row(r) for r in df.to_dict(orient="records")]

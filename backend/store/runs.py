@@ -137,7 +137,7 @@ class RunsMixin(StoreBase):
     def _fail_orphaned_runs(self) -> list[str]:
         """Mark failed the ``running`` runs whose process ended without finishing them
         (killed, or crashed in a decoder): otherwise they would show as running for ever."""
-        cur = self._con.cursor()
+        cur = self._cursor()
         rows = cur.execute("SELECT run_id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL")
         failed = []
         for run_id, owner in rows.fetchall():
@@ -156,7 +156,7 @@ class RunsMixin(StoreBase):
 
     def ensure_session(self, info: Any, content_sha256: str) -> str:
         """The session id for this video content and path, created on first use."""
-        cur = self._con.cursor()
+        cur = self._cursor()
         row = cur.execute(
             "SELECT session_id FROM sessions WHERE content_sha256 = ? AND video_path = ?",
             [content_sha256, info.path],
@@ -340,7 +340,7 @@ class RunsMixin(StoreBase):
     def session_total_frames(self, session_id: str) -> int:
         """The frame count stored for a session's video."""
         row = (
-            self._con.cursor()
+            self._cursor()
             .execute("SELECT total_frames FROM sessions WHERE session_id = ?", [session_id])
             .fetchone()
         )
@@ -350,7 +350,7 @@ class RunsMixin(StoreBase):
 
     def get_run(self, run_id: str) -> RunRow:
         """One run by id (any status)."""
-        row = self._con.cursor().execute(self._RUN_SELECT + " WHERE r.run_id = ?", [run_id]).fetchone()
+        row = self._cursor().execute(self._RUN_SELECT + " WHERE r.run_id = ?", [run_id]).fetchone()
         if row is None:
             raise StoreError(f"no run with id {run_id!r}", path=self.path, stage="store")
         return self._run_row(row)
@@ -358,7 +358,7 @@ class RunsMixin(StoreBase):
     def list_runs(self, *, status: str | None = None) -> list[RunRow]:
         """Runs newest first, optionally only those with a status."""
         sql = self._RUN_SELECT + (" WHERE r.status = ?" if status else "") + " ORDER BY r.created_at DESC"
-        rows = self._con.cursor().execute(sql, [status] if status else []).fetchall()
+        rows = self._cursor().execute(sql, [status] if status else []).fetchall()
         return [self._run_row(r) for r in rows]
 
     def table(self, name: str, run_id: str, *, done_only: bool = True) -> pd.DataFrame:
@@ -370,12 +370,12 @@ class RunsMixin(StoreBase):
             raise ValueError(f"Invalid table ({name!r}). Supported values are {', '.join(_RUN_TABLES)}.")
         where = "t.run_id = ?" + (" AND r.status = 'done'" if done_only else "")
         sql = f"SELECT t.* EXCLUDE (run_id) FROM {name} t JOIN runs r USING (run_id) WHERE {where}"
-        return self._con.cursor().execute(sql, [run_id]).fetchdf()
+        return self._cursor().execute(sql, [run_id]).fetchdf()
 
     def score_grid(self, run_id: str, candidate_row: int) -> np.ndarray:
         """One candidate's normalised score grid, (rows, cols) float32."""
         row = (
-            self._con.cursor()
+            self._cursor()
             .execute(
                 "SELECT grid_rows, grid_cols, grid FROM score_grids WHERE run_id = ? AND candidate_row = ?",
                 [run_id, candidate_row],

@@ -164,11 +164,12 @@ class SchemaMixin(StoreBase):
     """Creating, checking and migrating the schema of a store's database."""
 
     def _tables(self) -> set[str]:
-        rows = self._con.cursor().execute("SELECT table_name FROM information_schema.tables").fetchall()
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database()"
+        rows = self._cursor().execute(sql).fetchall()
         return {r[0] for r in rows}
 
     def schema_version(self) -> int:
-        row = self._con.cursor().execute("SELECT max(version) FROM schema_version").fetchone()
+        row = self._cursor().execute("SELECT max(version) FROM schema_version").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
     def _prepare_schema(self, read_only: bool) -> None:
@@ -196,14 +197,14 @@ class SchemaMixin(StoreBase):
             self.migrate(version)
 
     def _create(self, version: int) -> None:
-        cur = self._con.cursor()
+        cur = self._cursor()
         cur.execute("BEGIN TRANSACTION")
         write_schema(cur, version)
         cur.execute("COMMIT")
 
     def migrate(self, from_version: int) -> None:
         """Apply every migration after ``from_version`` in one transaction."""
-        cur = self._con.cursor()
+        cur = self._cursor()
         with self._write_lock:
             cur.execute("BEGIN TRANSACTION")
             try:

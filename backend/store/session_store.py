@@ -50,6 +50,7 @@ class SessionStore(
         self._write_lock = threading.Lock()
         self._lease_lock = threading.Lock()
         self._lease_users = 0
+        self._cursors = []
         self.cache_dir = self.path.parent / f"{self.path.name}.cache"
         with self._lease():
             self._prepare_schema(read_only)
@@ -59,7 +60,7 @@ class SessionStore(
     def close(self) -> None:
         """Close the file now (calls after this reopen it)."""
         with self._lease_lock:
-            self._release_locked()
+            self._shutdown_locked()
 
     def __enter__(self) -> SessionStore:
         return self

@@ -22,8 +22,6 @@ class ViewStateMixin(StoreBase):
     def load_view(self, run_id: str) -> dict[str, Any] | None:
         """The viewer state saved for ``run_id``, or None."""
         row = (
-            self._con.cursor()
-            .execute("SELECT view_json FROM view_states WHERE run_id = ?", [run_id])
-            .fetchone()
+            self._cursor().execute("SELECT view_json FROM view_states WHERE run_id = ?", [run_id]).fetchone()
         )
         return None if row is None else json.loads(row[0])
