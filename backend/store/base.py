@@ -54,7 +54,7 @@ def check_file(path: Path) -> None:
 # Opening is an ATTACH of the file to an in-memory DuckDB that the store keeps until close():
 # creating a DuckDB (what duckdb.connect(path) does every time) costs ~13 ms even for an
 # empty database, attaching the file ~1.2 ms and detaching it ~0.4 ms. Every cursor a lease
-# hands out is closed when it ends: a cursor left open would keep the file attached (and
+# hands out is closed when it ends: a cursor with a result still pending keeps the file attached (and
 # locked) after the DETACH.
 #
 # The lease also holds an flock on ``<file>.lock`` from before the open until after the close.

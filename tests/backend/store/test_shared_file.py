@@ -123,6 +123,34 @@ def test_a_call_waits_for_another_process_then_gives_up_in_one_line(tmp_path: Pa
     assert waited > 0.5
 
 
+def test_the_file_is_free_between_calls_even_after_a_failed_one(tmp_path: Path) -> None:
+    """Between two calls of a store that stays open, another process can open the file, also
+    after a call that raised (its traceback keeps the call's frames, and their cursors, alive)."""
+    db = tmp_path / "free.duckdb"
+    store = SessionStore(db)
+    session = _session_id_via(store, db)
+    run_id = store.begin_run(session, profile="clean", config={}, versions={})
+    with pytest.raises(StoreError) as failed:
+        store.get_run("no-such-run")
+    assert failed.value.__traceback__ is not None  # the frames are still referenced here
+    opener = [
+        sys.executable,
+        "-c",
+        f"import duckdb; c = duckdb.connect({str(db)!r}); "
+        "print(c.execute('SELECT count(*) FROM runs').fetchone()[0]); c.close()",
+    ]
+    done = subprocess.run(opener, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "1", done.stderr
+    store.fail_run(run_id, "after another process had the file")  # and this store opens it again
+    assert [r.status for r in store.list_runs()] == ["failed"]
+    store.close()
+
+
+def _session_id_via(store: SessionStore, db: Path) -> str:
+    store.close()  # let the raw connection in
+    return _session_id(db)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
