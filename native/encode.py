@@ -122,18 +122,14 @@ def transcode(
                 t_decode += time.perf_counter() - t0
                 for i, (container, out) in enumerate(outputs):
                     t1 = time.perf_counter()
-                    for packet in out.encode(picture):
-                        container.mux(packet)
-                    if targets[i].encoder == "libsvtav1":
-                        gateway.drop_realtime_scheduling()
+                    gateway.encode_frame(container, out, picture)
                     secs[i] += time.perf_counter() - t1
                     counts[i] += 1
                 n += 1
                 t0 = time.perf_counter()
             for i, (container, out) in enumerate(outputs):
                 t1 = time.perf_counter()
-                for packet in out.encode(None):
-                    container.mux(packet)
+                gateway.encode_frame(container, out, None)
                 container.close()
                 secs[i] += time.perf_counter() - t1
     except av.FFmpegError as exc:

@@ -762,24 +762,15 @@ class VideoWriter:
     def write(self, rgb: np.ndarray) -> None:
         """Encode one (H, W, 3) uint8 RGB frame."""
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
-        for packet in self._stream.encode(frame):
-            self._container.mux(packet)
-        self._after_encode()
-
-    def _after_encode(self) -> None:
-        if self._stream.codec_context.name == "libsvtav1":
-            drop_realtime_scheduling()
+        encode_frame(self._container, self._stream, frame)
 
     def write_luma(self, luma: np.ndarray) -> None:
         """Encode a (H, W) uint8 luma plane as a grey frame (chroma 128)."""
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(luma), format="gray")
-        for packet in self._stream.encode(frame.reformat(format=self._stream.pix_fmt)):
-            self._container.mux(packet)
-        self._after_encode()
+        encode_frame(self._container, self._stream, frame.reformat(format=self._stream.pix_fmt))
 
     def close(self) -> None:
-        for packet in self._stream.encode(None):
-            self._container.mux(packet)
+        encode_frame(self._container, self._stream, None)
         self._container.close()
 
     def __enter__(self) -> VideoWriter:
@@ -917,6 +908,17 @@ def drop_realtime_scheduling() -> int:
         except (ProcessLookupError, PermissionError):  # the thread ended meanwhile, or is not ours
             continue
     return moved
+
+
+def encode_frame(container: Any, stream: Any, frame: Any) -> None:
+    """Encode ``frame`` (a PyAV VideoFrame; None flushes) on ``stream`` and mux the packets into
+    ``container``; after an SVT-AV1 encode, this process's threads are taken off real-time
+    scheduling (:func:`drop_realtime_scheduling`). The app's encoders and the tests' clip makers
+    encode through here, so none can forget it."""
+    for packet in stream.encode(frame):
+        container.mux(packet)
+    if stream.codec_context.name == "libsvtav1":
+        drop_realtime_scheduling()
 
 
 # SVT-AV1 (PyAV's only AV1 encoder) never returns from its first encode call on a frame that is

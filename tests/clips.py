@@ -11,7 +11,7 @@ from typing import Literal
 import av
 import numpy as np
 
-from native.gateway import drop_realtime_scheduling
+from native.gateway import encode_frame
 
 Codec = Literal["h264", "hevc", "vp9", "av1", "mpeg4"]
 Pattern = Literal["moving", "square", "static"]
@@ -171,12 +171,8 @@ def encode_clip(
             frame.pts = pts
             pts += 3 if slow_after is not None and index >= slow_after else 1
             frame.time_base = Fraction(1, fps)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-            if encoder == "libsvtav1":  # it makes this test process real-time (native.gateway)
-                drop_realtime_scheduling()
-        for packet in stream.encode(None):
-            container.mux(packet)
+            encode_frame(container, stream, frame)  # SVT-AV1 would leave this process real-time
+        encode_frame(container, stream, None)
     return path
 
 
@@ -292,10 +288,6 @@ def transcode_clip(
             out = frame.reformat(width=width, height=height, format="yuv420p")
             out.pts = index
             out.time_base = Fraction(1, 24)
-            for packet in stream.encode(out):
-                container.mux(packet)
-            if encoder == "libsvtav1":
-                drop_realtime_scheduling()
-        for packet in stream.encode(None):
-            container.mux(packet)
+            encode_frame(container, stream, out)
+        encode_frame(container, stream, None)
     return path

@@ -126,25 +126,24 @@ class StoreBase:
         while True:
             if not self._take_file_lock():
                 if time.monotonic() >= deadline:
-                    raise StoreError(
-                        f"is busy: another process held it for over {self.lock_wait_secs:g} s",
-                        path=self.path,
-                        stage="store",
-                    )
+                    raise self._busy()
                 time.sleep(random.uniform(*_RETRY_SLEEP_SECS))
                 continue
             try:
                 return self._attach()
             except duckdb.Error as exc:
                 self._drop_file_lock()
-                if not is_lock_conflict(exc) or time.monotonic() >= deadline:
-                    why = (
-                        f"is busy: another process held it for over {self.lock_wait_secs:g} s ({exc})"
-                        if is_lock_conflict(exc)
-                        else f"cannot open session database ({exc})"
-                    )
+                if not is_lock_conflict(exc):
+                    why = f"cannot open session database ({exc})"
                     raise StoreError(why, path=self.path, stage="store") from exc
+                if time.monotonic() >= deadline:
+                    raise self._busy(exc) from exc
                 time.sleep(random.uniform(*_RETRY_SLEEP_SECS))
+
+    def _busy(self, cause: duckdb.Error | None = None) -> StoreError:
+        """The error of a file another process held past ``lock_wait_secs`` (``cause``: DuckDB's own)."""
+        why = f"is busy: another process held it for over {self.lock_wait_secs:g} s"
+        return StoreError(why if cause is None else f"{why} ({cause})", path=self.path, stage="store")
 
     def _attach(self) -> duckdb.DuckDBPyConnection:
         if self._engine is None:
