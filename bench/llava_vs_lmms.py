@@ -78,6 +78,8 @@ def make_clip(path: Path) -> Path:
 
     import av
 
+    from native.gateway import encode_frame
+
     frames = []
     with av.open(str(SOURCE)) as src:
         for frame in src.decode(video=0):
@@ -94,10 +96,8 @@ def make_clip(path: Path) -> Path:
         for i, plane in enumerate(sequence[:720]):
             frame = av.VideoFrame.from_ndarray(plane, format="yuv420p")
             frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
+            encode_frame(out, stream, frame)
+        encode_frame(out, stream, None)
     tmp.rename(path)
     return path
 

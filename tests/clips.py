@@ -190,10 +190,8 @@ def _encode_audio_only(path: Path, *, seconds: float = 1.0, rate: int = 48000) -
             frame = av.AudioFrame.from_ndarray(chunk[None, :], format="fltp", layout="mono")
             frame.sample_rate = rate
             frame.pts = start
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
+            encode_frame(container, stream, frame)
+        encode_frame(container, stream, None)
     return path
 
 

@@ -94,16 +94,16 @@ def anamorphic_clip(path: Path) -> Path:
     import av
     from clips import render_frame
 
+    from native.gateway import encode_frame
+
     with av.open(str(path), "w") as out:
         stream = out.add_stream("libx264", rate=24, options={"g": "12", "crf": "28"})
         stream.width, stream.height, stream.pix_fmt = 352, 288, "yuv420p"
         stream.codec_context.sample_aspect_ratio = Fraction(16, 11)
         for i in range(36):
             frame = av.VideoFrame.from_ndarray(render_frame(i, width=352, height=288), format="rgb24")
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
+            encode_frame(out, stream, frame)
+        encode_frame(out, stream, None)
     return path
 
 

@@ -22,6 +22,7 @@ from backend.stages.signals import (
     grid_shape,
 )
 from native import side_data
+from native.gateway import encode_frame
 
 WIDTH, HEIGHT, FRAMES, GOP, CELL = 320, 240, 32, 16, 16
 # Frames 1..15: every picture of the first GOP except its keyframe, so every H.264 frame
@@ -148,10 +149,8 @@ def test_vp9_segment_qp_read_from_the_raw_side_data(tmp_path: Path) -> None:
             rgb = render_frame(i, width=WIDTH, height=HEIGHT, pattern="square")
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
             frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
+            encode_frame(out, stream, frame)
+        encode_frame(out, stream, None)
     ours = side_data.read_block_qp(path, range(6))
     blocks_seen = 0
     with av.open(str(path)) as container:
