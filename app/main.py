@@ -41,6 +41,12 @@ CSS = """
 .lens-heat { font-size: 12px; }
 .lens-heat-range { display: flex; justify-content: space-between; }
 #run_status { min-height: 2.5em; }
+.lens-groups { max-height: 420px; overflow: auto; font-size: 13px; }
+.lens-groups table { border-collapse: collapse; }
+.lens-groups th { position: sticky; top: 0; background: #f4f4f4; text-align: left; }
+.lens-groups th, .lens-groups td { border: 1px solid #ddd; padding: 2px 6px; white-space: nowrap; }
+.lens-groups td { text-align: right; font-variant-numeric: tabular-nums; }
+.lens-groups tr.lens-current td { background: #fff4c2; }
 """
 
 
@@ -72,7 +78,8 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     the worker pool of ``ws`` (:func:`start_pool`).
 
     The Blocks also carry what the server's frame routes call (``lens_render_jpeg``,
-    ``lens_render_native``, ``lens_info``, ``lens_block``) and their JPEG cache (``lens_cache``).
+    ``lens_render_native``, ``lens_info``, ``lens_block``, ``lens_reselect``) and their JPEG
+    cache (``lens_cache``).
     """
     import gradio as gr
 
@@ -103,7 +110,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
         # Across tabs: opening a run fills the Run tab's path and options; a run or a reopened
         # session saves the viewer of the run it replaces.
         layout = run.OptionLayout.of(run_tab)
-        inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, layout)
+        live_route = inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, layout)
         run.wire_run_tab(ws, shared.run_id, run_tab, inspect_tab, shared.run_options)
         sessions.wire_sessions_panel(
             ws, shared.run_id, run_tab.sessions, inspect_tab.view_controls[:4], run_tab_item
@@ -121,6 +128,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
         )
         demo.lens_info = functools.partial(inspect.info_fragment, ws)
         demo.lens_block = functools.partial(inspect_routes.block_fragment, ws, sources)
+        demo.lens_reselect = live_route
         demo.lens_cache = cache  # kept on the Blocks for benches
         ws.warm_frame = functools.partial(inspect_routes.warm_frame, ws, cache)
     return demo

@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from fastapi import Request
+from pydantic import BaseModel, Field
 
 from app.browser_js import KEY_JS
 from app.main import CSS, build_app, stop_pool
@@ -27,6 +29,26 @@ _GRADIO_API = "/gradio_api"  # gradio.route_utils.API_PREFIX: where its login ch
 
 class ServeError(CodecLensError, RuntimeError):
     """The app cannot serve as asked: its port is taken, its host needs a login, a bad auth file."""
+
+
+class LiveBody(BaseModel):
+    """A live re-selection asked by the page (app.tabs.inspect.LIVE_JS): the open run, the viewer
+    it keeps (candidate row, layers, opacity, colormap, heatmap scale and source) and the live
+    options by name (those not named keep the run's values)."""
+
+    run: str = Field(max_length=64)
+    row: int = Field(ge=0)
+    layers: list[str] = Field(max_length=16)
+    opacity: float = Field(ge=0.0, le=1.0)
+    colormap: str = Field(max_length=32)
+    scale: str = Field(max_length=16)
+    heat: str = Field(max_length=16)
+    options: dict[str, int | float | str | bool | None] = Field(max_length=32)
+
+
+Reselect = Callable[[dict[str, Any]], tuple[dict[str, Any], Callable[[], None] | None]]
+"""What ``/lens/reselect`` calls: the answer (``{"outputs": ...}`` or ``{"error": ...}``) and
+what to run once it is sent."""
 
 
 def is_loopback(host: str) -> bool:
@@ -159,16 +181,20 @@ def mount_frame_routes(
     *,
     render_native: Callable[..., bytes] | None = None,
     block: Callable[..., dict[str, Any]] | None = None,
+    reselect: Reselect | None = None,
 ) -> None:
     """``/lens/frame`` (a rendered frame as JPEG), ``/lens/info`` (its info line) and, when given,
-    ``/lens/native`` (the frame decoded at its source size) and ``/lens/block`` (the readout of
-    the block under a pixel, JSON) on ``app``.
+    ``/lens/native`` (the frame decoded at its source size), ``/lens/block`` (the readout of
+    the block under a pixel, JSON) and ``/lens/reselect`` (a live re-selection, JSON in and out:
+    :class:`LiveBody`, then the view's new values or ``{"error": one line}`` with status 400) on
+    ``app``.
 
     With a login (``launch(auth=...)``) every route answers 401 to a request without Gradio's
     session cookie, as Gradio's own routes do.
     """
     from fastapi import Depends, Query
     from fastapi.responses import JSONResponse, Response
+    from starlette.background import BackgroundTask
 
     def jpeg(draw: Callable[..., bytes], *args: Any) -> Response:
         t0 = time.perf_counter()
@@ -223,6 +249,22 @@ def mount_frame_routes(
             return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
         return JSONResponse(data, headers={"Cache-Control": "private, max-age=3600"})
 
+    def live(body: LiveBody) -> Response:
+        assert reselect is not None
+        t0 = time.perf_counter()
+        try:
+            answer, finish = reselect(body.model_dump())
+        except (CodecLensError, ValueError) as exc:
+            answer, finish = {"error": str(exc).splitlines()[0]}, None
+        # The session file is closed after the answer is sent (50-200 ms the page need not wait for).
+        return Response(
+            orjson.dumps(answer, option=orjson.OPT_SERIALIZE_NUMPY),
+            status_code=400 if "error" in answer else 200,
+            media_type="application/json",
+            headers={"Server-Timing": f"reselect;dur={(time.perf_counter() - t0) * 1000:.1f}"},
+            background=BackgroundTask(finish) if finish is not None else None,
+        )
+
     login = [Depends(login_required(app))]
     app.add_api_route("/lens/frame", image_route(render_jpeg), methods=["GET"], dependencies=login)
     app.add_api_route("/lens/info", info, methods=["GET"], dependencies=login)
@@ -230,6 +272,8 @@ def mount_frame_routes(
         app.add_api_route("/lens/native", image_route(render_native), methods=["GET"], dependencies=login)
     if block is not None:
         app.add_api_route("/lens/block", block_readout, methods=["GET"], dependencies=login)
+    if reselect is not None:
+        app.add_api_route("/lens/reselect", live, methods=["POST"], dependencies=login)
 
 
 def _launch_error(exc: OSError | ValueError, host: str, port: int) -> BaseException:
@@ -277,6 +321,7 @@ def serve(
         demo.lens_info,
         render_native=getattr(demo, "lens_render_native", None),
         block=getattr(demo, "lens_block", None),
+        reselect=getattr(demo, "lens_reselect", None),
     )
     try:
         demo.launch(

@@ -6,7 +6,7 @@ import functools
 import html
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -23,7 +23,6 @@ from app.tabs.inspect_routes import (
     layer_options,
     render_jpeg,
 )
-from app.tabs.sessions import RUN_HEADERS
 from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
@@ -41,11 +40,17 @@ SRC_JS = """
   const L = window.__lens;
   if (L && L.show) L.show(row, run, layers, opacity, cmap, scale, heat, framesJson, codec);
   // The group stepper follows the viewer with one server event when the row enters another
-  // group (groupsJson: [start, end, group_index] of each), not one per frame step.
+  // group (groupsJson: [start, end, group_index] of each), not one per frame step, and only once
+  // the viewer rests there 250 ms: while keys scrub through groups, a stepper redraw (~40 ms of
+  // page time) at each boundary would hold up the next frame (as the plots' cursor, L.cursor).
   let group = null;
   try {
     for (const [s, e, g] of JSON.parse(groupsJson || '[]')) if (row >= s && row < e) { group = g; break; }
   } catch (err) { group = null; }
+  // The groups table marks the viewed group's row.
+  for (const tr of document.querySelectorAll('#groups_table tr[data-group]')) {
+    tr.classList.toggle('lens-current', group !== null && Number(tr.dataset.group) === group);
+  }
   const key = run + ':' + group;
   // Whatever opened another run drew its stepper: only a move within one run follows.
   const sameRun = window.__lensGroupRun === run;
@@ -53,12 +58,24 @@ SRC_JS = """
   if (!sameRun) window.__lensGroup = key;
   if (run && group !== null && window.__lensGroup !== key) {
     window.__lensGroup = key;
-    window.__lensFollow = (window.__lensFollow || 0) + 1;
-    const box = document.querySelector('#follow_row textarea, #follow_row input');
-    if (box) {
-      box.value = Math.round(row) + ' ' + window.__lensFollow;  // always a new value: a change
-      box.dispatchEvent(new Event('input', {bubbles: true}));
-    }
+    window.__lensFollowRow = null;
+  }
+  if (!sameRun) window.__lensFollowRow = undefined;  // nothing pending for the run left behind
+  if (window.__lensFollowRow !== undefined) {
+    // Pending until the viewer rests: every step starts the wait again.
+    window.__lensFollowRow = Math.round(row);
+    clearTimeout(window.__lensFollowTimer);
+    window.__lensFollowTimer = setTimeout(() => {
+      const pending = window.__lensFollowRow;
+      window.__lensFollowRow = undefined;
+      if (pending === undefined || pending === null || window.__lensGroupRun !== run) return;
+      window.__lensFollow = (window.__lensFollow || 0) + 1;
+      const box = document.querySelector('#follow_row textarea, #follow_row input');
+      if (box) {
+        box.value = pending + ' ' + window.__lensFollow;  // always a new value: a change
+        box.dispatchEvent(new Event('input', {bubbles: true}));
+      }
+    }, 250);
   }
   return [];
 }
@@ -108,11 +125,14 @@ VIEW_OUTPUTS = (
     "shown_run",
     "video_path",
 )
+LIVE_KEEPS = ("slider", "frames", "frame", "info", "colour_legend")
+"""What a live re-selection leaves to the page or as it was (the route sends no new value): the
+candidates (slider, frames) do not change, the page moves the frame's image to the new run and
+fetches its info line itself (window.__lens.show), and the colour legend names the layers."""
 LiveView = tuple[list[str], float, str, str, str]
 """The viewer a live re-selection keeps: layers, opacity, colormap, heatmap scale and source."""
 LATER_OUTPUTS = ("signal_plots",)
-"""What a live re-selection sends in its second answer."""
-EARLIER_OUTPUTS = tuple(name for name in VIEW_OUTPUTS if name not in LATER_OUTPUTS)
+"""The plots below the viewer: the page draws them once the frame shows (PLOT_JS)."""
 
 PLOTS = ("timeline", "signal_plots", "readiness_plot")
 """The inspector's plots (each a view output and its gr.Plot's elem_id). The server sends each
@@ -139,8 +159,29 @@ PLOT_JS = """
   }
   const config = Object.assign({}, fig.config || {}, {responsive: true});
   const draw = () => window.Plotly.react(gd, fig.data || [], layout, config);
-  // A plot below the viewer waits until the page is idle: the frame and the plots next to it first.
-  if (%s && window.requestIdleCallback) window.requestIdleCallback(draw, {timeout: 1000}); else draw();
+  if (!%s) { draw(); return undefined; }
+  // A plot below the viewer draws when it comes on screen (after the frame has shown), else once
+  // the page has been idle a while: a draw costs the page 40-80 ms, which would hold up the
+  // frame, the timeline and the stepper. Only the latest figure draws.
+  gd.__lensPending = draw;
+  const run = () => {
+    if (gd.__lensPending !== draw) return;
+    gd.__lensPending = null;
+    draw();
+    const L = window.__lens;
+    if (L && L.cursor && L.frameIndex) L.cursor(L.frameIndex());  // the viewer may have moved on
+  };
+  const idle = () => (window.requestIdleCallback ? requestIdleCallback(run, {timeout: 1000}) : run());
+  const afterFrame = () => {
+    const img = document.querySelector('#frame_img');
+    if (!img || (img.complete && img.naturalWidth)) idle();
+    else img.addEventListener('load', idle, {once: true});
+  };
+  const seen = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) { seen.disconnect(); afterFrame(); }
+  });
+  seen.observe(gd);
+  setTimeout(() => { seen.disconnect(); idle(); }, 1500);
   return undefined;
 }
 """
@@ -152,6 +193,91 @@ OPEN_IF_NEW_JS = """
   return [];
 }
 """
+
+
+# A live option change: the page asks the app's own route (app.server, /lens/reselect) and hands
+# the answer to Gradio as this frontend-only event's outputs. A backend event cost the page a
+# queue round trip and, per answer, a pass over the loading status of every component any event
+# ever updated (~100 ms of page CPU): re-selection took 357 ms p50 to show, this path 217-225 ms
+# (docs/inspector.md). An error goes to #live_error, whose server event shows it as gr.Error.
+LIVE_JS = """
+async (run, row, layers, opacity, colormap, scale, heat, ...values) => {
+  const names = %s;
+  const options = Object.fromEntries(names.map((n, i) => [n, values[i]]));
+  const seq = (window.__lensLive = (window.__lensLive || 0) + 1);
+  let got = null;
+  try {
+    const r = await fetch('lens/reselect', {
+      method: 'POST',
+      headers: {'Content-Type': 'application/json'},
+      body: JSON.stringify({run, row, layers, opacity, colormap, scale, heat, options}),
+    });
+    const text = await r.text();
+    try { got = JSON.parse(text); } catch (err) { got = null; }
+    if (!r.ok && !(got && got.error)) {
+      const why = 'HTTP ' + r.status + ': ' + text.slice(0, 200);
+      got = {error: 'The server refused the re-selection (' + why + ').'};
+    }
+  } catch (err) {
+    got = {error: 'The re-selection got no answer from the server (' + err + ').'};
+  }
+  if (seq !== window.__lensLive) return [];  // a later change is on its way: its answer draws
+  const out = got.outputs || [];
+  const L = window.__lens;
+  if (!got.error && out.length && L && L.params && L.render) {
+    // The frame first: it loads while Gradio applies the rest (SRC_JS then finds it shown).
+    L.params = Object.assign({}, L.params, {run: out[1]});
+    L.render();
+  }
+  if (out.length) {
+    // The Run tab's option controls (hidden behind their tab) follow once the frame shows.
+    const options = out[out.length - 1];
+    out[out.length - 1] = undefined;
+    const img = document.querySelector('#frame_img');
+    const apply = () => {
+      const box = document.querySelector('#run_options textarea, #run_options input');
+      if (!box || seq !== window.__lensLive) return;
+      box.value = options;
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    };
+    const later = () => setTimeout(apply, 150);
+    if (img && !img.complete) img.addEventListener('load', later, {once: true}); else later();
+  }
+  if (got.error) {
+    const box = document.querySelector('#live_error textarea, #live_error input');
+    if (box) {
+      box.value = JSON.stringify([seq, got.error]);  // the sequence number: always a change
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+    }
+    return [];
+  }
+  return out;
+}
+"""
+
+
+def frontend_value(block: Any, value: Any) -> Any:
+    """``value`` (or a ``gr.update``) for output ``block`` as Gradio's server would send it to the
+    page: postprocessed, an update's changed properties applied to a copy of the block first."""
+    from gradio.blocks import postprocess_update_dict
+    from gradio.data_classes import GradioModel, GradioRootModel
+
+    if isinstance(value, dict) and value.get("__type__") == "update":
+        props = {k: v for k, v in value.items() if k not in ("__type__", "value")}
+        if props:
+            block = type(block)(**{**block.constructor_args, **props, "render": False})
+        return postprocess_update_dict(block, dict(value))
+    out = block.postprocess(value)
+    return out.model_dump() if isinstance(out, GradioModel | GradioRootModel) else out
+
+
+def raise_live_error(text: str) -> None:
+    """Show the error the page got from the re-selection route (``[sequence, message]`` JSON)."""
+    try:
+        message = str(json.loads(text)[1])
+    except (ValueError, TypeError, IndexError):
+        return
+    raise gr.Error(message)
 
 
 TOOLS_HTML = """
@@ -285,6 +411,21 @@ def _shown(value: Any) -> Any:
     return round(value) if digits == 0 else round(value, digits)
 
 
+def groups_table_html(rows: list[dict[str, Any]], current: int | None = None) -> str:
+    """The groups table (one row per group, numbers as :func:`_shown` reads them), the viewed
+    group's row marked; the page moves the mark as the viewer moves (SRC_JS)."""
+    if not rows:
+        return '<div class="lens-groups">No groups.</div>'
+    head = "".join(f"<th>{html.escape(str(k))}</th>" for k in rows[0])
+    body = ""
+    for r in rows:
+        mark = ' class="lens-current"' if r["group_index"] == current else ""
+        cells = "".join(f"<td>{html.escape(str(_shown(v)))}</td>" for v in r.values())
+        body += f'<tr data-group="{r["group_index"]}"{mark}>{cells}</tr>'
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="lens-groups">{table}</div>'
+
+
 def open_view(
     ws: Workspace,
     run_id: str,
@@ -310,10 +451,8 @@ def open_view(
     group = group_of_row(result, row)
     cursor = int(result.candidates.frame_indices[row])
 
-    def table() -> Any:
-        rows = group_stepper.prepare_group_table(result)
-        values = [[_shown(v) for v in r.values()] for r in rows]
-        return gr.update(value=values, headers=list(rows[0]) if rows else RUN_HEADERS)
+    def table() -> str:
+        return groups_table_html(group_stepper.prepare_group_table(result), group)
 
     @functools.cache
     def legends() -> tuple[str, str]:
@@ -425,8 +564,12 @@ def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
     if group is None or not run_id:
         return gr.update(), gr.update()
     result = result_of(ws, run_id)
-    spec = next(s for s in result.groups.specs if s.group_index == int(group))
-    return figure_json(group_stepper.prepare_readiness_plot(result, int(group))), spec.start
+    specs = {s.group_index: s for s in result.groups.specs}
+    try:
+        spec = specs[int(group)]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise gr.Error(f"Run {run_id} has no group {group!r}: its groups are 0 to {len(specs) - 1}.") from exc
+    return figure_json(group_stepper.prepare_readiness_plot(result, spec.group_index)), spec.start
 
 
 def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tuple[Any, Any]:
@@ -441,7 +584,7 @@ def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tu
     result = result_of(ws, run_id)
     n = int(result.candidates.frame_indices.size)
     group = group_of_row(result, min(max(int(row or 0), 0), n - 1))
-    if group is None or (shown_group not in (None, "") and int(shown_group) == group):
+    if group is None or str(shown_group) == str(group):
         return gr.update(), gr.update()
     return gr.update(value=group), figure_json(group_stepper.prepare_readiness_plot(result, group))
 
@@ -451,27 +594,36 @@ def reselect_live(
 ) -> tuple[Any, ...]:
     """Re-select the open run with the live options ``names`` = ``values`` from its cached decode
     (nothing decodes): the new run id, then :data:`VIEW_OUTPUTS` without the video path; the old
-    run's viewer is saved (:func:`reselect_live_steps`, run to its end).
+    run's viewer is saved. All :func:`gr.update` when no option changed.
 
     Raises ``gr.Error`` when the run has no cached decode to re-select from (then Run it again).
     """
-    steps = reselect_live_steps(ws, names, run_id, row, view, values)
-    outputs = next(steps)
-    for more in steps:  # a later answer fills what the first left unchanged
-        outputs = tuple(m if not _unchanged(m) else o for o, m in zip(outputs, more, strict=True))
+    outputs, finish = reselect_live_answer(ws, names, run_id, row, view, values)
+    finish()
     return outputs
 
 
-def _unchanged(value: Any) -> bool:
-    return isinstance(value, dict) and value == gr.update()
+def reselect_live_answer(
+    ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
+) -> tuple[tuple[Any, ...], Callable[[], None]]:
+    """:func:`reselect_live`'s outputs, and what is left once the page has them (``finish``: save
+    the old run's viewer, close the session file). Until ``finish`` runs the file stays open."""
+    steps = reselect_live_steps(ws, names, run_id, row, view, values)
+    outputs = next(steps)
+
+    def finish() -> None:
+        for _ in steps:
+            pass
+
+    return outputs, finish
 
 
 def reselect_live_steps(
     ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
 ) -> Iterator[tuple[Any, ...]]:
-    """:func:`reselect_live` as the app's handler runs it: yields the outputs as soon as they are
-    ready, and only then saves the old run's viewer and closes the session file (DuckDB writes
-    its log into the file on close, 50-200 ms the page need not wait for)."""
+    """:func:`reselect_live` in two steps: yields the outputs as soon as they are ready, and only
+    then saves the old run's viewer and closes the session file (DuckDB writes its log into the
+    file on close, 20-200 ms the page need not wait for)."""
     from app.tabs.run import selection_options
     from app.tabs.sessions import save_view
     from backend.runs import reselect
@@ -495,17 +647,13 @@ def reselect_live_steps(
             raise gr.Error("This run's decode is no longer cached: run it again from the Run tab.")
         layers, opacity, cmap, scale, heat = view
         try:
-            new_id, new_result, _how = reselect(ws.store, run_id, changes, memory=ws.memory)
+            new_id, new_result, _how = reselect(ws.store, run_id, changes, memory=ws.memory, parent=parent)
         except CodecLensError as exc:
             raise ui_error(exc) from exc
         ws.remember(new_id, new_result)
-        # The candidates do not change: the viewer stays on the same row. The signal plots come
-        # in a second answer: the frame, timeline, groups and stepper show without waiting for
-        # them (one plot fewer for the browser to draw first).
-        first = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=LATER_OUTPUTS)
-        yield (new_id, *first[:-1])
-        later = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=EARLIER_OUTPUTS)
-        yield (gr.update(), *later[:-1])
+        # The candidates do not change: the viewer stays on the same row.
+        shown = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=("video_path",))
+        yield (new_id, *shown[:-1])
         try:
             save_view(ws, run_id, row, layers, opacity, cmap)
         except CodecLensError as exc:
@@ -533,6 +681,15 @@ class SharedControls:
     """The hidden boxes the inspector's figures arrive in (view output → box)."""
     open_btn: Any
     """Pressed by the page when run_id names a run the viewer does not show (OPEN_IF_NEW_JS)."""
+    live_error: Any
+    """Where the page puts an error of the re-selection route (LIVE_JS) for the server to show."""
+
+
+def hidden_box(value: str, elem_id: str, *, label: str | None = None) -> Any:
+    """A hidden one-line text box the page and the server pass a value through. One line: a
+    multi-line box measures its text to fit its height on every change, a forced layout (19 ms of
+    page script per live re-selection in a sampled profile, the figure boxes' JSON mostly)."""
+    return gr.Textbox(value=value, elem_id=elem_id, label=label, lines=1, max_lines=1)
 
 
 def build_shared_controls() -> SharedControls:
@@ -541,20 +698,21 @@ def build_shared_controls() -> SharedControls:
 
     summary = gr.Markdown("", elem_id="summary")
     with gr.Row(elem_id="hidden_controls"):
-        run_id = gr.Textbox(value="", elem_id="run_id", label="run id")
-        frames = gr.Textbox(value="[]", elem_id="frames_json")
-        groups = gr.Textbox(value="[]", elem_id="groups_json")
+        run_id = hidden_box("", "run_id", label="run id")
+        frames = hidden_box("[]", "frames_json")
+        groups = hidden_box("[]", "groups_json")
         # "row n": the viewer entered another group (SRC_JS); n makes every entry a change.
-        follow_row = gr.Textbox(value="", elem_id="follow_row")
-        shown_run = gr.Textbox(value="", elem_id="shown_run")
+        follow_row = hidden_box("", "follow_row")
+        shown_run = hidden_box("", "shown_run")
         key_buttons = {a: gr.Button(a, elem_id=f"k_{a}") for a in navigation.ACTIONS}
-        jump_frame = gr.Textbox(elem_id="jump_frame")
+        jump_frame = hidden_box("", "jump_frame")
         jump_btn = gr.Button("jump", elem_id="jump_btn")
         # The open run's option values for the Run tab's controls, as one JSON text that the page
         # spreads over them (app.tabs.run.APPLY_OPTIONS_JS): see wire_inspect_tab.
-        run_options = gr.Textbox(value="", elem_id="run_options")
-        figures = {name: gr.Textbox(value="", elem_id=f"{name}_fig") for name in PLOTS}
+        run_options = hidden_box("", "run_options")
+        figures = {name: hidden_box("", f"{name}_fig") for name in PLOTS}
         open_btn = gr.Button("open", elem_id="open_run_btn")
+        live_error = hidden_box("", "live_error")
     return SharedControls(
         summary,
         run_id,
@@ -568,6 +726,7 @@ def build_shared_controls() -> SharedControls:
         run_options,
         figures,
         open_btn,
+        live_error,
     )
 
 
@@ -662,9 +821,13 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
     signal_plot = gr.Plot(elem_id="signal_plots", label="Per-frame signals (click to jump)")
     plot = gr.Plot(elem_id="timeline", label="Timeline (click anywhere to jump)")
     with gr.Row():
-        groups_table = gr.Dataframe(label="Groups", interactive=False, elem_id="groups_table")
         with gr.Column():
-            group_pick = gr.Dropdown([], label="Group", elem_id="group_pick")
+            gr.Markdown("**Groups**")
+            groups_table = gr.HTML(groups_table_html([]), elem_id="groups_table", padding=False)
+        with gr.Column():
+            # Its choices follow the open run in the page (a live re-selection sets them without a
+            # server event), so the server cannot check a pick against them: show_group does.
+            group_pick = gr.Dropdown([], label="Group", elem_id="group_pick", allow_custom_value=True)
             steps_plot = gr.Plot(label="Readiness trace", elem_id="readiness_plot")
     return InspectTab(
         frame=frame,
@@ -712,10 +875,14 @@ def _view_outputs(shared: SharedControls, tab: InspectTab, video_path: Any) -> l
 
 def wire_inspect_tab(
     ws: Workspace, shared: SharedControls, tab: InspectTab, video_path: Any, layout: OptionLayout
-) -> None:
+) -> Callable[[dict[str, Any]], tuple[dict[str, Any], Callable[[], None] | None]]:
     """Opening a run (which also fills the Run tab's ``video_path`` and, through
     ``shared.run_options``, the option controls ``layout`` lists), frame steps, keys, plot clicks,
-    the group stepper, legends and live re-selection."""
+    the group stepper, legends and live re-selection.
+
+    Returns what the ``/lens/reselect`` route calls (app.server): a live option change is
+    re-selected there, not in a Gradio event (LIVE_JS).
+    """
     from app.tabs.run import opened_options_json
 
     rid = shared.run_id
@@ -796,22 +963,48 @@ def wire_inspect_tab(
     at = VIEW_OUTPUTS.index("shown_run")
     others = [c for name, c in zip(VIEW_OUTPUTS[:-1], view_outputs[:-1], strict=True) if name != "shown_run"]
 
-    def on_live(r, row, lay, op, cm, sc, ht, *values):
-        new_id = None
-        for out in reselect_live_steps(ws, names, r, row, (lay, op, cm, sc, ht), list(values)):
-            view = out[1:]
-            options: Any = gr.update()
-            if isinstance(out[0], str):
-                new_id = out[0]
-            elif new_id:  # the later answer: the Run tab's controls follow the new run
-                options = opened_options_json(ws, new_id, layout)
-            yield (view[at], out[0], *view[:at], *view[at + 1 :], options)
+    targets = [shared.shown_run, rid, *others, shared.run_options]
+
+    def live_route(body: dict[str, Any]) -> tuple[dict[str, Any], Callable[[], None] | None]:
+        """``/lens/reselect``: ``{"outputs": [...]}`` (the page's values for ``targets``; none when
+        no option changed) or ``{"error": message}``, and what to do once it is sent."""
+        view = (body["layers"], body["opacity"], body["colormap"], body["scale"], body["heat"])
+        asked = dict(body["options"])
+        unknown = sorted(set(asked) - set(names))
+        if unknown:
+            return {
+                "error": f"Invalid live option ({unknown[0]}). Supported values are {', '.join(names)}."
+            }, None
+        run = body["run"]
+        try:
+            out, finish = reselect_live_answer(ws, list(asked), run, body["row"], view, list(asked.values()))
+        except gr.Error as exc:
+            return {"error": exc.message}, None
+        try:
+            if not isinstance(out[0], str):
+                return {"outputs": []}, finish
+            # Every component update costs the page 5-20 ms: what did not change is not sent.
+            keep = set(LIVE_KEEPS)
+            view_now = dict(zip(VIEW_OUTPUTS[:-1], out[1:], strict=True))
+            if view_now["heat_legend"] == legends_of(ws, run, *view)[1]:
+                keep.add("heat_legend")  # the scores did not change
+            shown = tuple(gr.update() if name in keep else v for name, v in view_now.items())
+            options = opened_options_json(ws, out[0], layout)
+            values = (shown[at], out[0], *shown[:at], *shown[at + 1 :], options)
+            return {"outputs": [frontend_value(c, v) for c, v in zip(targets, values, strict=True)]}, finish
+        except gr.Error as exc:
+            finish()
+            return {"error": exc.message}, None
 
     for control in tab.live.values():
         control.input(
-            on_live,
+            None,
             [rid, *tab.view_controls, *tab.live.values()],
-            [shared.shown_run, rid, *others, shared.run_options],
+            targets,
+            js=LIVE_JS % json.dumps(names),
             api_name=False,
-            show_progress="hidden",
         )
+    shared.live_error.change(
+        raise_live_error, shared.live_error, None, api_name=False, show_progress="hidden"
+    )
+    return live_route

@@ -11,6 +11,7 @@ from backend.runs.decode_cache import cached_front, cached_scores
 from backend.runs.store_run import select_and_store
 from backend.selectors import SELECTORS, check_options, options_for
 from backend.store import SessionStore
+from backend.store.runs import RunRow
 
 
 def reselect(
@@ -21,6 +22,7 @@ def reselect(
     on_progress: ProgressCallback | None = None,
     memory: dict[str, Any] | None = None,
     selector: str | None = None,
+    parent: RunRow | None = None,
 ) -> tuple[str, RunResult, str]:
     """Re-run a stored run with some options changed, reusing its cached decode when possible.
 
@@ -29,12 +31,14 @@ def reselect(
     re-select the run's video with another selector (its options start from that selector's
     defaults plus ``changes``; the video is then decoded again). A selector that cannot resume
     from its front (``SelectorSpec.resumable`` False) re-runs in full whatever changed.
+    ``parent``: run ``run_id``'s store row, when the caller has just read it (one read fewer).
 
     Returns
     -------
     (new run_id, RunResult, how: ``cache`` / ``cache+scores`` / ``full``).
     """
-    parent = store.get_run(run_id)
+    if parent is None or parent.run_id != run_id:
+        parent = store.get_run(run_id)
     if parent.status != "done":
         raise StoreError(f"run {run_id} is {parent.status}, not done", path=store.path, stage="reselect")
     target = selector or parent.selector

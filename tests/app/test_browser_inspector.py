@@ -331,6 +331,66 @@ def test_live_reselection_updates_the_page(page: Any, app: dict[str, Any]) -> No
     page.get_by_role("tab", name="Inspect").click()
 
 
+def _live_value(page: Any, value: str) -> None:
+    box = page.locator("#live_images_per_group input")
+    if not box.is_visible():
+        page.locator("#live_box").get_by_text("Re-select live").click()
+    box.fill(value)
+    box.press("Enter")
+
+
+def _open_run(page: Any) -> str:
+    return page.locator("#run_id textarea, #run_id input").first.input_value()
+
+
+def test_a_refused_live_option_is_one_error_and_changes_nothing(page: Any, app: dict[str, Any]) -> None:
+    ws = app["ws"]
+    page.locator("#frame").scroll_into_view_if_needed()
+    before, runs = _open_run(page), len(ws.store.list_runs())
+    src = page.locator("#frame_img").get_attribute("src")
+    _live_value(page, "0")
+    toast = page.get_by_text("Invalid images per group (0). Supported values are between 1 and 1024.")
+    toast.first.wait_for(timeout=30_000)
+    assert _open_run(page) == before and len(ws.store.list_runs()) == runs  # no run, not even a failed one
+    assert page.locator("#frame_img").get_attribute("src") == src
+    page.evaluate("() => document.querySelectorAll('[data-testid=toast-close]').forEach((b) => b.click())")
+    page.wait_for_function("() => !document.querySelector('[data-testid=toast-body]')", timeout=10_000)
+    _no_error_badges(page)
+    # Back to the open run's own value: nothing to re-select, nothing changes.
+    _live_value(page, str(ws.store.get_run(before).config["images_per_group"]))
+    page.wait_for_timeout(1000)
+    assert _open_run(page) == before and len(ws.store.list_runs()) == runs
+
+
+def test_the_groups_table_and_stepper_follow_a_live_reselection(page: Any, app: dict[str, Any]) -> None:
+    ws = app["ws"]
+    page.locator("#frame").scroll_into_view_if_needed()
+    before = _open_run(page)
+    groups_before = len(ws.result(before).groups.specs)
+    # One image per group: more groups than any run before it, so groups the page never had
+    # from the server's own events.
+    _live_value(page, "1")
+    page.wait_for_function(
+        f"() => document.querySelector('#run_id textarea, #run_id input').value !== {before!r}"
+    )
+    new_id = _open_run(page)
+    specs = ws.result(new_id).groups.specs
+    assert len(specs) > groups_before
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#groups_table tbody tr').length === {len(specs)}", timeout=30_000
+    )
+    # The stepper offers the new run's last group, and picking it moves the viewer there.
+    last = specs[-1]
+    page.locator("#group_pick input").click()
+    page.get_by_role("option", name=str(last.group_index), exact=True).click()
+    wait_candidate(page, last.start)
+    page.wait_for_function(
+        "(g) => document.querySelector('#groups_table tr.lens-current')?.dataset.group === g",
+        arg=str(last.group_index),
+    )
+    _no_error_badges(page)
+
+
 def test_canvases_open_on_the_viewed_frame(page: Any) -> None:
     _go(page, 11)
     frame = shown_frame(page)

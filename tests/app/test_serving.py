@@ -16,6 +16,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO_ROOT, requires_cvp, run_cli
@@ -182,6 +183,13 @@ class RunningApp:
     def get(self, path: str) -> tuple[int, bytes, str]:
         return self.request(path)
 
+    def post_json(self, path: str, body: Any, content_type: str = "application/json") -> tuple[int, Any]:
+        status, data, _ = self.request(path, json.dumps(body).encode(), {"Content-Type": content_type})
+        try:
+            return status, json.loads(data)
+        except ValueError:
+            return status, data.decode(errors="replace")
+
     def login(self, user: str, password: str) -> int:
         body = urllib.parse.urlencode({"username": user, "password": password}).encode()
         return self.request("/login", body, {"Content-Type": "application/x-www-form-urlencoded"})[0]
@@ -238,6 +246,12 @@ def _our_routes(run_id: str) -> dict[str, str]:
     }
 
 
+def _live_body(run_id: str, **options: Any) -> dict[str, Any]:
+    """A live re-selection as the page posts it (options not named keep the run's values)."""
+    view = {"layers": ["kept"], "opacity": 0.5, "colormap": "turbo", "scale": "frame", "heat": "block"}
+    return {"run": run_id, "row": 0, **view, "options": options}
+
+
 def test_every_custom_route_is_checked() -> None:
     """A route added to app.server without the login dependency fails here."""
     from fastapi import FastAPI
@@ -245,9 +259,16 @@ def test_every_custom_route_is_checked() -> None:
     from app.server import mount_frame_routes
 
     app = FastAPI()
-    mount_frame_routes(app, lambda *a: b"", lambda *a: "")
+    mount_frame_routes(
+        app,
+        lambda *a: b"",
+        lambda *a: "",
+        render_native=lambda *a: b"",
+        block=lambda *a, **k: {},
+        reselect=lambda body: ({"outputs": []}, None),
+    )
     paths = {r.path for r in app.router.routes if r.path.startswith("/lens/")}
-    assert paths == set(_our_routes("x"))
+    assert paths == {*_our_routes("x"), "/lens/native", "/lens/block", "/lens/reselect"}
     for route in app.router.routes:
         if route.path in paths:
             assert [d.call.__name__ for d in route.dependant.dependencies] == ["check"], route.path
@@ -268,6 +289,7 @@ def test_a_public_host_serves_only_after_gradios_login(
     for path in (*_our_routes(run_id).values(), "/config", "/gradio_api/info"):
         assert app.get(path)[0] == 401, path  # ours answer as Gradio's own do
     assert app.upload(10)[0] == 401
+    assert app.post_json("/lens/reselect", _live_body(run_id, images_per_group=2))[0] == 401
     assert app.login(USER, "wrong") == 400
     assert app.get(_our_routes(run_id)["/lens/frame"])[0] == 401
     assert app.login(USER, PASSWORD) == 200
@@ -295,6 +317,21 @@ def test_loopback_needs_no_login(stored_run: tuple[Path, str], tmp_path: Path, s
     assert app.get(_our_routes(run_id)["/lens/info"])[0] == 200
     status, data, _ = app.get("/lens/info?run=nope&row=0")
     assert status == 404 and b"nope" in data and len(data.splitlines()) == 1
+    # The live re-selection route: a new run, a refused value, an unknown run, a form post.
+    status, got = app.post_json("/lens/reselect", _live_body(run_id, images_per_group=2))
+    assert status == 200, got
+    new_id = got["outputs"][1]
+    assert new_id != run_id and got["outputs"][0] == new_id  # shown_run, then run_id
+    status, got = app.post_json("/lens/reselect", _live_body(run_id, images_per_group=0))
+    assert status == 400 and got == {
+        "error": "Invalid images per group (0). Supported values are between 1 and 1024."
+    }
+    status, got = app.post_json("/lens/reselect", _live_body("nope", images_per_group=2))
+    assert status == 400 and "nope" in got["error"] and "\n" not in got["error"], got
+    status, got = app.post_json("/lens/reselect", _live_body(run_id, num_sampled_frames=9))
+    assert status == 400 and got["error"].startswith("Invalid live option (num_sampled_frames)."), got
+    # Not JSON (what a page on another site could post without asking): refused unread.
+    assert app.post_json("/lens/reselect", _live_body(run_id, images_per_group=3), "text/plain")[0] == 422
     # Another app on the same port: one line, not Gradio's traceback.
     result = run_cli("app", "--run", run_id, "--session-db", db, "--port", app.port, timeout=120)
     line = _one_error_line(result)

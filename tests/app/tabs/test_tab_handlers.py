@@ -283,3 +283,61 @@ def test_codec_layers_draw_vectors_and_qp(ws: Workspace, run_id: str) -> None:
 def test_groups_table_numbers_read_at_four_significant_digits(value: Any, shown: Any) -> None:
     # Issue 15, defect 13: the threshold column printed 176242.20957880435.
     assert inspect._shown(value) == shown and type(inspect._shown(value)) is type(shown)
+
+
+def test_the_groups_table_is_html_with_the_viewed_group_marked(ws: Workspace, run_id: str) -> None:
+    from views.inspector import group_stepper
+
+    rows = group_stepper.prepare_group_table(ws.result(run_id))
+    text = inspect.groups_table_html(rows, current=1)
+    assert text.count("<tr data-group=") == len(rows) and text.count("lens-current") == 1
+    assert '<tr data-group="1" class="lens-current">' in text
+    assert all(f"<th>{name}</th>" in text for name in rows[0])
+    assert "No groups" in inspect.groups_table_html([])
+
+
+def test_frontend_values_are_what_gradio_would_send() -> None:
+    pick = gr.Dropdown([], label="Group", render=False)
+    got = inspect.frontend_value(pick, gr.update(choices=[0, 1, 2], value=1))
+    assert got["__type__"] == "update" and got["value"] == 1
+    assert [list(c) for c in got["choices"]] == [["0", 0], ["1", 1], ["2", 2]]
+    assert pick.choices == []  # the app's own component is left as it was
+    assert inspect.frontend_value(gr.Textbox(render=False), "run-1") == "run-1"
+    assert inspect.frontend_value(gr.Textbox(render=False), gr.update()) == {"__type__": "update"}
+
+
+def test_the_reselect_route_answers_and_lets_go_of_the_session_file(ws: Workspace, run_id: str) -> None:
+    from app.main import build_app, stop_pool
+
+    demo = build_app(ws, run_id=run_id)
+    try:
+        body = {"run": run_id, "row": 2, "layers": LAYERS, "opacity": 0.5, "colormap": "turbo"}
+        body |= {"scale": "frame", "heat": "block"}
+        ipg = ws.store.get_run(run_id).config["images_per_group"]
+        runs = len(ws.store.list_runs())
+        # Nothing changed: nothing to draw, no run stored.
+        answer, finish = demo.lens_reselect(body | {"options": {"images_per_group": ipg}})
+        assert answer == {"outputs": []} and finish is not None
+        finish()
+        assert len(ws.store.list_runs()) == runs
+        # A refused value and an unknown option: one line each, the file not held.
+        answer, finish = demo.lens_reselect(body | {"options": {"images_per_group": 0}})
+        assert answer == {"error": "Invalid images per group (0). Supported values are between 1 and 1024."}
+        assert finish is None and ws.store._con is None
+        answer, _ = demo.lens_reselect(body | {"options": {"num_sampled_frames": 9}})
+        assert answer["error"].startswith("Invalid live option (num_sampled_frames). Supported values are ")
+        # A change: the page's values for shown_run, run_id, …, the Run tab's options JSON.
+        answer, finish = demo.lens_reselect(body | {"options": {"images_per_group": ipg + 1}})
+        new_id = answer["outputs"][1]
+        assert answer["outputs"][0] == new_id != run_id
+        assert ws.store._con is not None  # held until the answer is sent …
+        assert finish is not None
+        finish()
+        assert ws.store._con is None  # … then closed, the old run's viewer saved
+        assert ws.store.load_view(run_id)["row"] == 2
+        assert json.loads(answer["outputs"][-1])["run"] == new_id
+        assert ws.store.get_run(new_id).config["images_per_group"] == ipg + 1
+        json.dumps(answer)  # all of it goes to the page as JSON
+    finally:
+        demo.close()
+        stop_pool(ws)
