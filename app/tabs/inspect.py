@@ -481,8 +481,9 @@ def open_view(
         "video_path": lambda: gr.update(value=stored.video_path),
     }
     outputs = tuple(gr.update() if name in skip else draw[name]() for name in VIEW_OUTPUTS)
-    if "frame" not in skip and ws.warm_frame is not None:
-        # The page asks for the frame only once this view is on screen: start rendering it now.
+    if ws.warm_frame is not None:
+        # The page asks for the frame only once this view is on screen (or, skipped, moves its
+        # image to the run itself): start rendering it now.
         ws.warm_frame(run_id, row, layers, opacity, cmap, scale, heat)
     return outputs
 
@@ -604,11 +605,19 @@ def reselect_live(
 
 
 def reselect_live_answer(
-    ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
+    ws: Workspace,
+    names: list[str],
+    run_id: str,
+    row: float,
+    view: LiveView,
+    values: list[Any],
+    *,
+    skip: tuple[str, ...] = (),
 ) -> tuple[tuple[Any, ...], Callable[[], None]]:
-    """:func:`reselect_live`'s outputs, and what is left once the page has them (``finish``: save
-    the old run's viewer, close the session file). Until ``finish`` runs the file stays open."""
-    steps = reselect_live_steps(ws, names, run_id, row, view, values)
+    """:func:`reselect_live`'s outputs (those named in ``skip`` left unchanged, not drawn), and
+    what is left once the page has them (``finish``: save the old run's viewer, close the session
+    file). Until ``finish`` runs the file stays open."""
+    steps = reselect_live_steps(ws, names, run_id, row, view, values, skip=skip)
     outputs = next(steps)
 
     def finish() -> None:
@@ -619,7 +628,14 @@ def reselect_live_answer(
 
 
 def reselect_live_steps(
-    ws: Workspace, names: list[str], run_id: str, row: float, view: LiveView, values: list[Any]
+    ws: Workspace,
+    names: list[str],
+    run_id: str,
+    row: float,
+    view: LiveView,
+    values: list[Any],
+    *,
+    skip: tuple[str, ...] = (),
 ) -> Iterator[tuple[Any, ...]]:
     """:func:`reselect_live` in two steps: yields the outputs as soon as they are ready, and only
     then saves the old run's viewer and closes the session file (DuckDB writes its log into the
@@ -652,7 +668,8 @@ def reselect_live_steps(
             raise ui_error(exc) from exc
         ws.remember(new_id, new_result)
         # The candidates do not change: the viewer stays on the same row.
-        shown = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=("video_path",))
+        skipped = (*skip, "video_path")
+        shown = open_view(ws, new_id, int(row), layers, opacity, cmap, scale, heat, skip=skipped)
         yield (new_id, *shown[:-1])
         try:
             save_view(ws, run_id, row, layers, opacity, cmap)
@@ -977,18 +994,20 @@ def wire_inspect_tab(
             }, None
         run = body["run"]
         try:
-            out, finish = reselect_live_answer(ws, list(asked), run, body["row"], view, list(asked.values()))
+            out, finish = reselect_live_answer(
+                ws, list(asked), run, body["row"], view, list(asked.values()), skip=LIVE_KEEPS
+            )
         except gr.Error as exc:
             return {"error": exc.message}, None
         try:
             if not isinstance(out[0], str):
                 return {"outputs": []}, finish
             # Every component update costs the page 5-20 ms: what did not change is not sent.
-            keep = set(LIVE_KEEPS)
+            # (LIVE_KEEPS were not drawn; the heat legend is dropped when the scores did not change.)
             view_now = dict(zip(VIEW_OUTPUTS[:-1], out[1:], strict=True))
             if view_now["heat_legend"] == legends_of(ws, run, *view)[1]:
-                keep.add("heat_legend")  # the scores did not change
-            shown = tuple(gr.update() if name in keep else v for name, v in view_now.items())
+                view_now["heat_legend"] = gr.update()
+            shown = tuple(view_now.values())
             options = opened_options_json(ws, out[0], layout)
             values = (shown[at], out[0], *shown[:at], *shown[at + 1 :], options)
             return {"outputs": [frontend_value(c, v) for c, v in zip(targets, values, strict=True)]}, finish
