@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -201,32 +202,38 @@ def luma_fit(
         return fit_stored(opened, list(train_ids), list(test_ids), coeffs_path=coeffs_path)
 
 
-def luma_apply(
-    store: Any,
-    fit_id: str,
-    analysis_id: str,
-    test: str,
-    reference: str,
-    official: str | None,
-    out: str,
-    lossless: bool,
-    *,
-    progress: Any,
-) -> Any:
-    """Correct a stored analysis's test video with a stored fit into ``out`` and re-measure: AppliedFit."""
+@dataclass(frozen=True)
+class LumaApplyRequest:
+    """What :func:`luma_apply` corrects: a stored fit applied to a stored analysis's test video."""
+
+    fit_id: str
+    analysis_id: str
+    test: str | PathLike[str]
+    """The analysis's test video (the one corrected)."""
+    reference: str | PathLike[str]
+    official: str | PathLike[str] | None
+    out: str | PathLike[str]
+    """Where the corrected video is written."""
+    lossless: bool
+    """Lossless RGB output (libx264rgb) rather than the default encode."""
+
+
+def luma_apply(store: Any, request: LumaApplyRequest, *, progress: Any) -> Any:
+    """Correct a stored analysis's test video with a stored fit into ``request.out`` and re-measure:
+    AppliedFit."""
     from backend.luma import apply_stored
 
     progress.enter("correct")
     with _opened(store) as opened:
         return apply_stored(
             opened,
-            fit_id,
-            analysis_id,
-            test=test,
-            reference=reference,
-            official=official,
-            out=out,
-            lossless=lossless,
+            request.fit_id,
+            request.analysis_id,
+            test=request.test,
+            reference=request.reference,
+            official=request.official,
+            out=request.out,
+            lossless=request.lossless,
         )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,14 +52,11 @@ CSS = """
 def start_pool(ws: Workspace) -> WorkerPool:
     """The worker pool of ``ws``, started on first use: every native decode or encode of a handler
     runs in it (app.workers). Stopped by :func:`stop_pool`, at the latest when the process exits.
-
-    The test switch ``CODEC_LENS_TEST_ABORT_STAGE`` (app.workers.ABORT_STAGE_ENV) is read here,
-    once: when set, a worker aborts as soon as a job reaches that stage. Tests only.
     """
-    from app.workers import ABORT_STAGE_ENV, WorkerPool
+    from app.workers import WorkerPool
 
     if ws.pool is None:
-        ws.pool = WorkerPool(abort_stage=os.environ.get(ABORT_STAGE_ENV) or None)
+        ws.pool = WorkerPool()
         atexit.register(stop_pool, ws)
     return ws.pool
 
@@ -83,13 +79,13 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
     """
     import gradio as gr
 
-    from app.tabs import canvases, compare, dataset, inspect, inspect_routes, luma, run, sessions
+    from app.tabs import canvases, compare, dataset, inspect, luma, option_form, run, sessions
     from views.inspector.frame_cache import JpegCache
 
     start_pool(ws)
     cache = JpegCache(budget_bytes=inspect.JPEG_CACHE_BYTES)
-    sources = inspect_routes.SourceFrames(ws)
-    sides = inspect_routes.CodecSides(ws)
+    sources = inspect.SourceFrames(ws)
+    sides = inspect.CodecSides(ws)
     with gr.Blocks(title="Codec Lens", delete_cache=(600, 1200)) as demo:
         gr.Markdown("### Codec Lens · what the codec-native selector kept, and why. Press `?` for keys.")
         shared = inspect.build_shared_controls()
@@ -109,7 +105,7 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
 
         # Across tabs: opening a run fills the Run tab's path and options; a run or a reopened
         # session saves the viewer of the run it replaces.
-        layout = run.OptionLayout.of(run_tab)
+        layout = option_form.OptionLayout.of(run_tab)
         live_route = inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, layout)
         run.wire_run_tab(ws, shared.run_id, run_tab, inspect_tab, shared.run_options)
         sessions.wire_sessions_panel(
@@ -127,8 +123,8 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
             inspect.render_jpeg, ws, cache, sides=sides, sources=sources
         )
         demo.lens_info = functools.partial(inspect.info_fragment, ws)
-        demo.lens_block = functools.partial(inspect_routes.block_fragment, ws, sources)
-        demo.lens_reselect = live_route
+        demo.lens_block = functools.partial(inspect.block_fragment, ws, sources)
+        demo.lens_reselect = functools.partial(inspect.reselect_route, ws, live_route)
         demo.lens_cache = cache  # kept on the Blocks for benches
-        ws.warm_frame = functools.partial(inspect_routes.warm_frame, ws, cache)
+        ws.warm_frame = functools.partial(inspect.warm_frame, ws, cache)
     return demo

@@ -1,4 +1,4 @@
-"""The app's server: the frame and info routes beside Gradio's, serving and launching the app."""
+"""The app's server: its frame, info, re-selection and script routes beside Gradio's; serving and launch."""
 
 from __future__ import annotations
 
@@ -9,18 +9,22 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from fastapi import Request
+from fastapi import Query, Request, Response
 from pydantic import BaseModel, Field
 
-from app.browser_js import KEY_JS
 from app.main import CSS, build_app, stop_pool
+from app.static import PAGE_SCRIPT, script_path
+from app.tabs.inspect import FrameRequest, ViewSettings
 from app.workspace import SAMPLE_VIDEO, Workspace, ensure_run, make_workspace
 from backend.errors import CodecLensError
 
-LAUNCH_KWARGS = {"js": KEY_JS, "css": CSS}
+STATIC_ROUTE = "/lens/static"
+# The page's script is a file the page loads through its head (Gradio adds the head's elements to
+# the document once the app starts), served by the route below behind the same login as the rest.
+LAUNCH_KWARGS = {"head": f'<script src="{STATIC_ROUTE.lstrip("/")}/{PAGE_SCRIPT}.js"></script>', "css": CSS}
 LOOPBACK_NAMES = ("localhost",)
 """Host names that always mean this machine (besides the loopback addresses, 127.0.0.0/8 and ::1)."""
 DEFAULT_MAX_UPLOAD_MB = 2048
@@ -31,8 +35,29 @@ class ServeError(CodecLensError, RuntimeError):
     """The app cannot serve as asked: its port is taken, its host needs a login, a bad auth file."""
 
 
+class FrameQuery(BaseModel):
+    """The query of ``/lens/frame`` and ``/lens/native`` (short names keep the page's URLs short)."""
+
+    run: str = Field(max_length=64)
+    row: int = Field(0, ge=0)
+    l: str = Field("", max_length=200)  # noqa: E741 - the layers, comma-separated
+    o: float = Field(0.5, ge=0.0, le=1.0)
+    c: str = Field("turbo", max_length=32)
+    s: str = Field("frame", max_length=16)
+    h: str = Field("block", max_length=16)
+    f: str = Field("", max_length=16)
+    """A frame index: the candidate nearest it (A/B flip)."""
+    k: str = Field("", max_length=32)
+    """Codec layers: mv, qp."""
+
+    def request(self) -> FrameRequest:
+        """The frame this query asks for."""
+        view = ViewSettings(self.l, self.o, self.c, self.s, self.h)
+        return FrameRequest(self.run, self.row, view, frame=self.f or None, codec=self.k)
+
+
 class LiveBody(BaseModel):
-    """A live re-selection asked by the page (app.tabs.inspect.LIVE_JS): the open run, the viewer
+    """A live re-selection asked by the page (app/static/inspect_live.js): the open run, the viewer
     it keeps (candidate row, layers, opacity, colormap, heatmap scale and source) and the live
     options by name (those not named keep the run's values)."""
 
@@ -174,16 +199,26 @@ def _route_endpoints(routes: Sequence[Any], prefix: str = "") -> Any:
             yield prefix + route.path, route.endpoint
 
 
+def static_script(name: str) -> Response:
+    """``/lens/static/<name>.js``: a script of app/static (404 for a name that is none)."""
+    path = script_path(name)
+    if path is None:
+        return Response(f"no script {name}.js", status_code=404, media_type="text/plain")
+    # Revalidated on every load: the file changes with the app, the page is loaded rarely.
+    return Response(path.read_bytes(), media_type="text/javascript", headers={"Cache-Control": "no-cache"})
+
+
 def mount_frame_routes(
     app: Any,
-    render_jpeg: Callable[..., bytes],
+    render_jpeg: Callable[[FrameRequest], bytes],
     info_fragment: Callable[[str, int], str],
     *,
-    render_native: Callable[..., bytes] | None = None,
+    render_native: Callable[[FrameRequest], bytes] | None = None,
     block: Callable[..., dict[str, Any]] | None = None,
     reselect: Reselect | None = None,
 ) -> None:
-    """``/lens/frame`` (a rendered frame as JPEG), ``/lens/info`` (its info line) and, when given,
+    """``/lens/frame`` (a rendered frame as JPEG), ``/lens/info`` (its info line),
+    ``/lens/static/<name>.js`` (the page's scripts, app/static) and, when given,
     ``/lens/native`` (the frame decoded at its source size), ``/lens/block`` (the readout of
     the block under a pixel, JSON) and ``/lens/reselect`` (a live re-selection, JSON in and out:
     :class:`LiveBody`, then the view's new values or ``{"error": one line}`` with status 400) on
@@ -192,8 +227,8 @@ def mount_frame_routes(
     With a login (``launch(auth=...)``) every route answers 401 to a request without Gradio's
     session cookie, as Gradio's own routes do.
     """
-    from fastapi import Depends, Query
-    from fastapi.responses import JSONResponse, Response
+    from fastapi import Depends
+    from fastapi.responses import JSONResponse
     from starlette.background import BackgroundTask
 
     def jpeg(draw: Callable[..., bytes], *args: Any) -> Response:
@@ -210,19 +245,9 @@ def mount_frame_routes(
         }
         return Response(data, media_type="image/jpeg", headers=headers)
 
-    def image_route(draw: Callable[..., bytes]) -> Callable[..., Response]:
-        def image(
-            run: str = Query(..., max_length=64),
-            row: int = Query(0, ge=0),
-            l: str = Query("", max_length=200),  # noqa: E741 - short query names keep URLs short
-            o: float = Query(0.5, ge=0.0, le=1.0),
-            c: str = Query("turbo", max_length=32),
-            s: str = Query("frame", max_length=16),
-            h: str = Query("block", max_length=16),
-            f: str = Query("", max_length=16),  # a frame index: the candidate nearest it (A/B flip)
-            k: str = Query("", max_length=32),  # codec layers: mv, qp
-        ) -> Response:
-            return jpeg(draw, run, row, l, o, c, s, h, f or None, k)
+    def image_route(draw: Callable[[FrameRequest], bytes]) -> Callable[..., Response]:
+        def image(query: Annotated[FrameQuery, Query()]) -> Response:
+            return jpeg(draw, query.request())
 
         return image
 
@@ -266,6 +291,7 @@ def mount_frame_routes(
         )
 
     login = [Depends(login_required(app))]
+    app.add_api_route(f"{STATIC_ROUTE}/{{name}}.js", static_script, methods=["GET"], dependencies=login)
     app.add_api_route("/lens/frame", image_route(render_jpeg), methods=["GET"], dependencies=login)
     app.add_api_route("/lens/info", info, methods=["GET"], dependencies=login)
     if render_native is not None:

@@ -10,7 +10,7 @@ footage, played forwards then backwards), runs the clean pipeline with ``max_pix
 blocks) and every frame is a candidate, then, in alternating order, ``--repeat`` times:
 
 1. plain: encode the processed frames as they are with the export's own encoder settings
-   (libx264, CRF 18, ``backend.export.clip.MP4_OPTIONS``) through ``native.gateway.VideoWriter``;
+   (libx264, CRF 18, ``backend.export.clip.MP4_OPTIONS``) through ``native.VideoWriter``;
 2. export: ``backend.export.run.write_export`` to mp4 with each layer set and the frame
    index/timestamp footer (drawing, encoding, sidecar with the input hash).
 
@@ -46,6 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import native  # noqa: E402
 from backend.export import (  # noqa: E402
     EXPORT_LAYERS,
     MP4_OPTIONS,
@@ -57,16 +58,15 @@ from backend.export import (  # noqa: E402
     write_export,
 )
 from backend.pipeline import SelectionOptions, run  # noqa: E402
-from native import gateway  # noqa: E402
 
 SAMPLE = REPO / "sample_videos" / "flower_timelapse_cc0.mp4"
 WIDTH, HEIGHT = 1280, 720
 
 
 def make_720p(path: Path, frames: int) -> Path:
-    src = gateway.decode_frames_rgb(SAMPLE, range(150), out_width=WIDTH, out_height=HEIGHT)
+    src = native.decode_frames_rgb(SAMPLE, range(150), out_width=WIDTH, out_height=HEIGHT)
     order = list(range(150)) + list(range(149, -1, -1))
-    with gateway.VideoWriter(
+    with native.VideoWriter(
         path, codec="libx264", width=WIDTH, height=HEIGHT, fps=30, options={"crf": "20", "g": "60", "bf": "2"}
     ) as writer:
         for k in range(frames):
@@ -78,7 +78,7 @@ def encode_plain(pixels: Iterable[np.ndarray], path: Path, fps: float) -> None:
     pixels = iter(pixels)
     first = next(pixels)
     h, w = first.shape[:2]
-    with gateway.VideoWriter(
+    with native.VideoWriter(
         path,
         codec="libx264",
         width=w,
@@ -120,9 +120,9 @@ def compare_sizes(frames: int, repeat: int, layers_text: str) -> int:
             order = list(walls) if k % 2 == 0 else list(walls)[::-1]
             for name in order:
                 if name == "decode only":
-                    wall, cpu = timed(lambda: sum(1 for _ in gateway.iter_frames_rgb(clip, fids)))
+                    wall, cpu = timed(lambda: sum(1 for _ in native.iter_frames_rgb(clip, fids)))
                 elif name == "decode+encode":
-                    frames_720 = (rgb for _, rgb in gateway.iter_frames_rgb(clip, fids))
+                    frames_720 = (rgb for _, rgb in native.iter_frames_rgb(clip, fids))
                     wall, cpu = timed(encode_plain, frames_720, tmp / "plain.mp4", float(result.info.fps))
                 else:
                     wall, cpu = timed(write_export, [export_run], config=configs[name])

@@ -78,7 +78,7 @@ def make_clip(path: Path) -> Path:
 
     import av
 
-    from native.gateway import encode_frame
+    from native import encode_frame
 
     frames = []
     with av.open(str(SOURCE)) as src:

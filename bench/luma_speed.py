@@ -10,7 +10,7 @@ Y-PSNR, cell sums, then every summary; yuv420p pairs go through the compiled ker
 ``native/_kernels.c`` when it was built, which the bench prints) is timed against four
 ways of only decoding the same two files:
 
-* ``decode rgb, sequential``: each file decoded to RGB arrays (``gateway.iter_rgb``), one
+* ``decode rgb, sequential``: each file decoded to RGB arrays (``native.iter_rgb``), one
   after the other;
 * ``decode rgb, concurrent``: both decoded to RGB in two threads, read in lockstep (the way
   the analyzer reads them, so this is the strict baseline);
@@ -40,8 +40,15 @@ import av
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.luma import MEASURE_WORKERS, MeasureConfig, Prefetch, analyze_videos, make_geometry
-from native import gateway
+import native
+from backend.luma import (
+    MEASURE_WORKERS,
+    MeasureConfig,
+    Prefetch,
+    StreamConfig,
+    analyze_videos,
+    make_geometry,
+)
 from native.compiled import COMPILED_KERNEL
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "videos"
@@ -56,7 +63,7 @@ def make_pair(folder: Path, *, frames: int = 120, width: int = 1344, height: int
     source = SHARED / "real_h264_film_friday.mp4"
     with (
         av.open(str(source)) as container,
-        gateway.VideoWriter(
+        native.VideoWriter(
             reference,
             codec="libx264",
             width=width,
@@ -64,7 +71,7 @@ def make_pair(folder: Path, *, frames: int = 120, width: int = 1344, height: int
             fps=30,
             options={"crf": "4", "preset": "veryfast"},
         ) as ref_writer,
-        gateway.VideoWriter(
+        native.VideoWriter(
             test,
             codec="libx264",
             width=width,
@@ -84,12 +91,12 @@ def make_pair(folder: Path, *, frames: int = 120, width: int = 1344, height: int
 
 def _decode_sequential(paths: list[Path]) -> None:
     for p in paths:
-        for _ in gateway.iter_rgb(p):
+        for _ in native.iter_rgb(p):
             pass
 
 
 def _decode_concurrent(paths: list[Path]) -> None:
-    streams = [Prefetch(gateway.iter_rgb(p)) for p in paths]
+    streams = [Prefetch(native.iter_rgb(p)) for p in paths]
     try:
         for _ in zip(*streams, strict=True):
             pass
@@ -100,7 +107,7 @@ def _decode_concurrent(paths: list[Path]) -> None:
 
 def _decode_swscale(paths: list[Path]) -> None:
     for p in paths:
-        for _ in gateway.iter_rgb(p, conversion="swscale"):
+        for _ in native.iter_rgb(p, conversion="swscale"):
             pass
 
 
@@ -133,14 +140,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give TEST and REFERENCE, or --make-pair DIR")
     paths = [args.test, args.reference]
     geometry = make_geometry(args.geometry)
-    frames = gateway.count_decoded_frames(args.test)
-    info = gateway.probe_container(args.test)
+    frames = native.count_decoded_frames(args.test)
+    info = native.probe_container(args.test)
     print(f"pair: {args.test} vs {args.reference}: {frames} frames, {info.width}x{info.height}")
     print(f"measuring kernel: {'compiled (native._kernels)' if COMPILED_KERNEL else 'numpy'}")
 
     runs: dict[str, Callable[[], object]] = {
         "analysis": lambda: analyze_videos(
-            args.test, args.reference, geometry=geometry, config=MeasureConfig(), workers=args.workers
+            args.test,
+            args.reference,
+            geometry=geometry,
+            config=MeasureConfig(),
+            streams=StreamConfig(workers=args.workers),
         ),
         "decode rgb, sequential": lambda: _decode_sequential(paths),
         "decode rgb, concurrent": lambda: _decode_concurrent(paths),

@@ -35,11 +35,11 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from PIL import Image  # noqa: E402
 
+import native  # noqa: E402
 from app.main import build_app  # noqa: E402
 from app.server import serve  # noqa: E402
 from app.workspace import SAMPLE_VIDEO, ensure_run, make_workspace  # noqa: E402
 from backend.pipeline import SelectionOptions, run  # noqa: E402
-from native import gateway  # noqa: E402
 from views.inspector.frame_layers import LayerOptions, prepare_frame_layers  # noqa: E402
 
 ALL_LAYERS = LayerOptions(
@@ -57,8 +57,8 @@ ALL_LAYERS = LayerOptions(
 
 
 def make_720p(path: Path, frames: int) -> Path:
-    src = gateway.decode_frames_rgb(SAMPLE_VIDEO, range(frames), out_width=1280, out_height=720)
-    with gateway.VideoWriter(
+    src = native.decode_frames_rgb(SAMPLE_VIDEO, range(frames), out_width=1280, out_height=720)
+    with native.VideoWriter(
         path, codec="libx264", width=1280, height=720, fps=30, options={"crf": "20", "g": "60", "bf": "2"}
     ) as writer:
         for i in range(frames):

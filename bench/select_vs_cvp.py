@@ -99,13 +99,13 @@ def reader_critical_path(video: Path) -> float | None:
     path. None when the reader is missing or the clip cannot be split (MPEG-TS).
     """
     sys.path.insert(0, str(REPO))
+    import native
     from backend.stages.geometry import GeometryConfig, resolve_geometry
     from backend.stages.keyframes import KeyframeConfig, avoid_keyframes
     from backend.stages.probe import ProbeConfig, probe
     from backend.stages.sample import SampleConfig, sample
-    from native import gateway
 
-    if not gateway.bitcost_reader_available():
+    if not native.bitcost_reader_available():
         return None
     info = probe(video, config=ProbeConfig(profile="parity"))
     if info.stss_keyframes is None:
@@ -122,8 +122,8 @@ def reader_critical_path(video: Path) -> float | None:
         part = [i for i in wanted if lo <= i < hi]
         t0 = time.perf_counter()
         if part:
-            gateway.read_segment(
-                video, part, export_bitcost=True, export_pixels=True, out_width=w, out_height=h
+            native.read_segment(
+                video, part, export=native.ReaderExport(pixels=True, bitcost=True, out_width=w, out_height=h)
             )
         secs.append(time.perf_counter() - t0)
     return min(max(sum(secs[:k]), sum(secs[k:])) for k in range(len(secs) + 1))

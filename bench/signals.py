@@ -31,10 +31,9 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+import native  # noqa: E402
 from backend.stages.probe import ProbeConfig, probe  # noqa: E402
 from backend.stages.signals import SignalConfig, compute_signals  # noqa: E402
-from native import gateway  # noqa: E402
-from native import motion as motion_kernel  # noqa: E402
 
 KINDS = ("mv", "residual", "mvres")
 
@@ -88,7 +87,8 @@ def main() -> int:
     n = int(ids.size)
     print(
         f"{args.video.name}: {info.codec_name} {info.width}x{info.height}, {info.total_frames} frames, "
-        f"{n} requested; compiled kernel: {'yes' if motion_kernel.available() else 'no (numpy path)'}; "
+        f"{n} requested; compiled kernel: "
+        f"{'yes' if native.motion_kernel_available() else 'no (numpy path)'}; "
         f"load average {_load()}"
     )
     times: dict[str, list[tuple[float, float]]] = {k: [] for k in ("bitcost", *KINDS)}
@@ -96,10 +96,14 @@ def main() -> int:
     before: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
     before_digests: dict[str, str] = {}
     for _ in range(args.repeat):
-        if gateway.bitcost_reader_available():
+        if native.bitcost_reader_available():
             c0, w0 = time.process_time(), time.perf_counter()
-            gateway.read_bitcost(
-                info.path, ids.tolist(), export_pixels=False, target_only=False, thread_count=1
+            native.read_bitcost(
+                info.path,
+                ids.tolist(),
+                export=native.ReaderExport(pixels=False),
+                target_only=False,
+                thread_count=1,
             )
             times["bitcost"].append((time.process_time() - c0, time.perf_counter() - w0))
         for kind in KINDS:

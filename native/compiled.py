@@ -6,7 +6,7 @@ from types import ModuleType
 
 kernels: ModuleType | None
 try:
-    from native import _kernels as kernels
+    import native._kernels as kernels
 except ImportError:  # built by setup.py when a C compiler is present (optional extension)
     kernels = None
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import av
 import numpy as np
 
-from native import gateway
+from native.bitcost_reader import iter_reader_rgb
+from native.encoding import encode_frame
+from native.pyav_decode import iter_rgb
 
 # SVT-AV1 prints a banner and its settings to stderr on every encoder open; 1 = errors only.
 os.environ.setdefault("SVT_LOG", "1")
@@ -61,6 +63,25 @@ def _fps_of(stream: av.video.stream.VideoStream) -> Fraction:
     return Fraction(rate) if rate else Fraction(25)
 
 
+def _open_outputs(
+    targets: Sequence[EncodeTarget],
+    fps: Fraction,
+    size: tuple[int, int],
+    outputs: list[tuple[av.container.OutputContainer, av.video.stream.VideoStream]],
+) -> None:
+    """Open each target's container and yuv420p stream of ``size`` (width, height) into ``outputs``.
+
+    Appended one by one, so that when a later one fails the caller still closes those already open.
+    """
+    for target in targets:
+        opts = {"movflags": "+faststart"} if target.path.suffix.lower() in (".mp4", ".mov") else {}
+        target.path.parent.mkdir(parents=True, exist_ok=True)
+        container = av.open(str(target.path), "w", options=opts)
+        out = container.add_stream(target.encoder, rate=fps, options=dict(target.options))
+        out.width, out.height, out.pix_fmt = size[0], size[1], "yuv420p"
+        outputs.append((container, out))
+
+
 def transcode(
     source: str | Path,
     targets: Sequence[EncodeTarget],
@@ -104,13 +125,7 @@ def transcode(
             fps = _fps_of(stream)
             src_w, src_h = int(stream.codec_context.width), int(stream.codec_context.height)
             src_fmt = str(stream.codec_context.pix_fmt or "")
-            for target in targets:
-                opts = {"movflags": "+faststart"} if target.path.suffix.lower() in (".mp4", ".mov") else {}
-                target.path.parent.mkdir(parents=True, exist_ok=True)
-                container = av.open(str(target.path), "w", options=opts)
-                out = container.add_stream(target.encoder, rate=fps, options=dict(target.options))
-                out.width, out.height, out.pix_fmt = width, height, "yuv420p"
-                outputs.append((container, out))
+            _open_outputs(targets, fps, (width, height), outputs)
             time_base = 1 / fps
             n = 0
             t0 = time.perf_counter()
@@ -122,14 +137,14 @@ def transcode(
                 t_decode += time.perf_counter() - t0
                 for i, (container, out) in enumerate(outputs):
                     t1 = time.perf_counter()
-                    gateway.encode_frame(container, out, picture)
+                    encode_frame(container, out, picture)
                     secs[i] += time.perf_counter() - t1
                     counts[i] += 1
                 n += 1
                 t0 = time.perf_counter()
             for i, (container, out) in enumerate(outputs):
                 t1 = time.perf_counter()
-                gateway.encode_frame(container, out, None)
+                encode_frame(container, out, None)
                 container.close()
                 secs[i] += time.perf_counter() - t1
     except av.FFmpegError as exc:
@@ -190,8 +205,8 @@ def frames_rgb(
         raise ValueError(f"Invalid reader ({reader!r}). Supported values are 'full_decode', 'fast_reader'.")
     try:
         if reader == "fast_reader":
-            yield from gateway.iter_reader_rgb(path)
+            yield from iter_reader_rgb(path)
         else:
-            yield from gateway.iter_rgb(path, conversion=conversion)
+            yield from iter_rgb(path, conversion=conversion)
     except av.FFmpegError as exc:
         raise RuntimeError(f"decoding failed ({exc.strerror or exc})") from exc

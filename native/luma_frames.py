@@ -15,7 +15,7 @@ from native.compiled import kernels as _kernels
 class Yuv420Frame:
     """A decoded limited-range yuv420p frame of even size, converted to RGB on demand.
 
-    The conversion is ``gateway.iter_rgb``'s (OpenCV ``COLOR_YUV2RGB_I420``, BT.601, rounded),
+    The conversion is ``native.iter_rgb``'s (OpenCV ``COLOR_YUV2RGB_I420``, BT.601, rounded),
     applied to a band of rows: OpenCV's 4:2:0 conversion reads each chroma sample for its own
     2×2 luma block only, so a band starting on an even row gives the same pixels as the whole
     frame. Converting band by band keeps the RGB in the CPU cache for whoever measures it,
@@ -113,7 +113,7 @@ def measure_yuv420_pair(
 def iter_luma_frames(path: str | Path, *, thread_count: int = 0) -> Iterator[np.ndarray | Yuv420Frame]:
     """Decode a video for the luma-bias analyzer, in presentation order.
 
-    Yields the frames ``gateway.iter_rgb(path)`` would convert with OpenCV as
+    Yields the frames ``native.iter_rgb(path)`` would convert with OpenCV as
     :class:`Yuv420Frame` (their RGB rows converted on demand, pixel for pixel the same), and
     every other frame (full range, 4:4:4, 10-bit, RGB, odd size) as an (H, W, 3) uint8 RGB
     array converted by swscale, as ``iter_rgb`` does.

@@ -51,7 +51,38 @@ class MotionResidual:
     vectors): the histogram then ranks the keys exactly."""
 
 
-class Scratch:
+@dataclass(frozen=True, kw_only=True)
+class ResidualOutputs:
+    """Which of its outputs :func:`motion_residual` computes, beyond the motion magnitude."""
+
+    residual: bool = True
+    """Compute the residual keys."""
+    histogram: bool = True
+    """Count the keys for :func:`residual_order_statistics` (with ``residual``)."""
+    histogram_floor: int = 0
+    """Keys below it are only counted, not binned (a multiple of ``1 << HISTOGRAM_SHIFT``): cheaper
+    where the ranks a caller needs lie above it (:func:`residual_order_statistics` stays exact
+    either way)."""
+    cell_size: int = 0
+    """Above 0 (with ``residual``), also sum the keys per cell of that side."""
+    keep_keys: bool = True
+    """With ``cell_size``, False when only the sums are wanted: the keys are then not written to
+    the frame buffer (``residual_keys`` is None)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MvresFusion:
+    """The float32 scales and weights of the fused ``mvres`` map that :func:`cell_sums` sums."""
+
+    mv_scale: float = 1.0
+    """Motion magnitude (pixels per frame) that maps to 1 before clipping."""
+    residual_scale: float = 1.0
+    """Residual that maps to 1 before clipping."""
+    mv_weight: float = 0.5
+    residual_weight: float = 0.5
+
+
+class MotionScratch:
     """Work arrays :func:`motion_residual` reuses from frame to frame of one size (fresh large
     arrays cost a page fault per 4 KiB on every frame). Not shared between threads."""
 
@@ -66,7 +97,7 @@ class Scratch:
         return self._arrays[key]
 
 
-def available() -> bool:
+def motion_kernel_available() -> bool:
     """Whether the compiled kernel was built (the numpy path serves otherwise)."""
     return _kernels is not None
 
@@ -86,12 +117,8 @@ def motion_residual(
     *,
     unit: int,
     max_distance: int,
-    residual: bool = True,
-    histogram: bool = True,
-    histogram_floor: int = 0,
-    cell_size: int = 0,
-    keep_keys: bool = True,
-    scratch: Scratch | None = None,
+    outputs: ResidualOutputs = ResidualOutputs(),  # frozen: one shared default is safe
+    scratch: MotionScratch | None = None,
 ) -> MotionResidual | None:
     """Rebuild the inter prediction of ``current`` from its exported vectors, in integers.
 
@@ -109,14 +136,8 @@ def motion_residual(
     hypot : (N,) float32, ``np.hypot(dx, dy)`` of each vector in pixels (numpy's float32 hypot).
     unit : grid side every block and offset is a multiple of (their gcd).
     max_distance : largest |offset| tried.
-    residual : whether to compute the residual keys.
-    histogram : whether to count the keys for :func:`residual_order_statistics` (with ``residual``).
-    histogram_floor : keys below it are only counted, not binned (a multiple of
-        ``1 << HISTOGRAM_SHIFT``): cheaper where the ranks a caller needs lie above it
-        (:func:`residual_order_statistics` stays exact either way).
-    cell_size : above 0 (with ``residual``), also sum the keys per cell of that side.
-    keep_keys : with ``cell_size``, False when only the sums are wanted: the keys are then not
-        written to the frame buffer (``residual_keys`` is None).
+    outputs : which outputs to compute (residual keys, their histogram, per-cell sums), see
+        :class:`ResidualOutputs`.
     scratch : work arrays to reuse; the returned ``residual_keys`` live there until the next
         call with the same scratch.
 
@@ -127,11 +148,13 @@ def motion_residual(
     """
     if _kernels is None:
         return None
+    residual, histogram, cell_size = outputs.residual, outputs.histogram, outputs.cell_size
+    histogram_floor, keep_keys = outputs.histogram_floor, outputs.keep_keys
     h, w = current.shape
     refs = tuple(references.get(k) if k else None for k in range(-max_distance, max_distance + 1))
     mvs = np.ascontiguousarray(mvs, dtype=np.int32)
     hypot = np.ascontiguousarray(hypot, dtype=np.float32)
-    scratch = scratch or Scratch()
+    scratch = scratch or MotionScratch()
     keys = scratch.get("keys", (h, w), np.int32) if residual else None
     mag = np.empty((-(-h // unit), -(-w // unit)), np.float32)
     dist = np.empty(mvs.shape[0], np.int32)
@@ -213,16 +236,14 @@ def cell_sums(
     height: int,
     width: int,
     cell_size: int,
-    mv_scale: float = 1.0,
-    residual_scale: float = 1.0,
-    mv_weight: float = 0.5,
-    residual_weight: float = 0.5,
+    fusion: MvresFusion = MvresFusion(),  # frozen: one shared default is safe
 ) -> np.ndarray:
     """Per-cell float64 sums of a motion signal's per-pixel map, in numpy's reduction order.
 
     ``kind`` ``mv`` sums the magnitude, ``residual`` the residual, ``mvres`` the fused map
     ``clip(clip(mv / mv_scale, 0, 1) * mv_weight + min(res / residual_scale, 1) * residual_weight,
-    0, 1)`` (float32 operations, as ``fuse_mvres``; the scales and weights are float32).
+    0, 1)`` with the scales and weights of ``fusion`` (float32 operations, as ``fuse_mvres``; the
+    scales and weights are float32).
 
     Returns
     -------
@@ -239,10 +260,10 @@ def cell_sums(
         width,
         motion.unit,
         cell_size,
-        float(mv_scale),
-        float(residual_scale),
-        float(mv_weight),
-        float(residual_weight),
+        float(fusion.mv_scale),
+        float(fusion.residual_scale),
+        float(fusion.mv_weight),
+        float(fusion.residual_weight),
         out,
     )
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,18 @@ _BLOCK_FIELDS = (("src_x", 0), ("src_y", 4), ("w", 8), ("h", 12), ("delta_qp", 1
 
 class SideDataError(RuntimeError):
     """FFmpeg could not open or decode the file (the backend turns this into DecodeError)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RgbFrames:
+    """Which frames :func:`iter_side_data` also converts to RGB, and at what size."""
+
+    width: int
+    """Width of the RGB frames (pixels)."""
+    height: int
+    """Height of the RGB frames (pixels)."""
+    frames: Collection[int] | None = None
+    """Presentation-order indices to convert (None: every frame)."""
 
 
 def exports_motion_vectors(codec_name: str) -> bool:
@@ -160,7 +173,7 @@ def paint_blocks(
         grid[ys[inside], xs[inside]] = vals[inside]
 
 
-def iter_frames(
+def iter_side_data(
     path: str | Path,
     *,
     luma: bool = True,
@@ -168,8 +181,7 @@ def iter_frames(
     block_qp: bool = False,
     last_index: int | None = None,
     thread_count: int = 0,
-    rgb_size: tuple[int, int] | None = None,
-    rgb_frames: Collection[int] | None = None,
+    rgb: RgbFrames | None = None,
     luma_copy: bool = True,
 ) -> Iterator[dict[str, Any]]:
     """Decode the first video stream in presentation order and yield per-frame side data.
@@ -188,9 +200,9 @@ def iter_frames(
     thread_count : decoder threads, and swscale's for the conversions (0: FFmpeg's choice).
         Each frame converts with its own swscale context, whose threads live as long as the
         frame: at FFmpeg's choice a decode holding a window of frames ran ~75 threads on 2 cores.
-    rgb_size : (width, height): include ``rgb``, the frame scaled to that size as (height,
-        width, 3) uint8 RGB with the area filter (as ``gateway.decode_frames_rgb`` makes it),
-        for the frames in ``rgb_frames`` (every frame when None).
+    rgb : include ``rgb``, the frame scaled to ``rgb.width`` × ``rgb.height`` as (height, width, 3)
+        uint8 RGB with the area filter (as ``native.decode_frames_rgb`` makes it), for the frames
+        in ``rgb.frames`` (every frame when None); None: no RGB.
     luma_copy : False gives ``luma`` as a read-only view of the decoded frame (no copy, strided rows).
 
     Yields
@@ -233,10 +245,13 @@ def iter_frames(
                 if block_qp:
                     qp = _block_qp(frame)
                     item["qp"], item["qp_type"] = (None, None) if qp is None else qp
-                if rgb_size is not None and (rgb_frames is None or index in rgb_frames):
-                    width, height = rgb_size
+                if rgb is not None and (rgb.frames is None or index in rgb.frames):
                     item["rgb"] = frame.to_ndarray(
-                        format="rgb24", width=width, height=height, interpolation="AREA", threads=thread_count
+                        format="rgb24",
+                        width=rgb.width,
+                        height=rgb.height,
+                        interpolation="AREA",
+                        threads=thread_count,
                     )
                 yield item
                 if last_index is not None and index >= last_index:
@@ -264,7 +279,7 @@ def read_motion_vectors(path: str | Path, frame_indices: Sequence[int]) -> dict[
         return {}
     return {
         item["frame_index"]: item["mvs"]
-        for item in iter_frames(path, luma=False, motion_vectors=True, last_index=last)
+        for item in iter_side_data(path, luma=False, motion_vectors=True, last_index=last)
         if item["frame_index"] in wanted
     }
 
@@ -283,7 +298,7 @@ def read_block_qp(path: str | Path, frame_indices: Sequence[int]) -> dict[int, n
         return {}
     return {
         item["frame_index"]: item["qp"]
-        for item in iter_frames(path, luma=False, block_qp=True, last_index=last)
+        for item in iter_side_data(path, luma=False, block_qp=True, last_index=last)
         if item["frame_index"] in wanted
     }
 
@@ -295,7 +310,7 @@ def decode_luma_frames(path: str | Path, frame_indices: Sequence[int]) -> dict[i
         return {}
     return {
         item["frame_index"]: item["luma"]
-        for item in iter_frames(path, luma=True, last_index=last)
+        for item in iter_side_data(path, luma=True, last_index=last)
         if item["frame_index"] in wanted
     }
 

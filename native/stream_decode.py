@@ -83,6 +83,19 @@ def _presentation_index(path: str | Path) -> dict[int, int] | None:
     return {int(p): i for i, p in enumerate(sorted(pts))}
 
 
+def _add_pixels(
+    item: dict[str, Any], frame: av.VideoFrame, rgb_later: bool, thread_count: int, motion_vectors: bool
+) -> None:
+    """Put a wanted frame's RGB (or its converter, see :func:`iter_stream`) and vectors in ``item``."""
+    if rgb_later:
+        item["to_rgb"] = functools.partial(frame.to_ndarray, format="rgb24", threads=thread_count)
+        item["height"], item["width"] = frame.height, frame.width
+    else:
+        item["rgb"] = frame.to_ndarray(format="rgb24", threads=thread_count)
+    if motion_vectors:
+        item["mvs"] = _vectors(frame)
+
+
 def iter_stream(
     path: str | Path,
     wanted: frozenset[int] | set[int],
@@ -166,15 +179,7 @@ def iter_stream(
                     }
                     first = False
                     if index in wanted:
-                        if rgb_later:
-                            item["to_rgb"] = functools.partial(
-                                frame.to_ndarray, format="rgb24", threads=thread_count
-                            )
-                            item["height"], item["width"] = frame.height, frame.width
-                        else:
-                            item["rgb"] = frame.to_ndarray(format="rgb24", threads=thread_count)
-                        if motion_vectors:
-                            item["mvs"] = _vectors(frame)
+                        _add_pixels(item, frame, rgb_later, thread_count, motion_vectors)
                     yield item
                     if by_pts is None:
                         if index >= last:

@@ -31,7 +31,7 @@ import numpy as np
 
 _kernel: ModuleType | None
 try:
-    from native import _torch_math as _kernel
+    import native._torch_math as _kernel
 except ImportError:  # built by setup.py when a C compiler is present (optional extension)
     _kernel = None
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _VOLATILE_KEY = re.compile(
     r"(seconds|secs|timing|elapsed|created|updated|started|finished|_at$|^run_id$|^id$|"
     r"session_id|comparison_id|analysis_id|^versions?$|hostname|^process$|^pid$|wall|_ms$|"
-    r"^parent_run_id$|^parent$|^stored_run$|^run$|^runs$|^run_ids$|cpu)",
+    r"^parent_run_id$|^parent$|^stored_run$|^run$|^runs$|^run_ids$|cpu|mtime)",
 )
 _UUIDISH = re.compile(r"\b[0-9a-f]{8,}(-[0-9a-f]{4,}){0,4}\b")
 
@@ -56,10 +56,26 @@ def _file_digest(path: Path) -> str:
         except (UnicodeDecodeError, json.JSONDecodeError):
             return hashlib.sha256(path.read_bytes()).hexdigest()
         return hashlib.sha256(json.dumps(_scrub(data), sort_keys=True).encode()).hexdigest()
+    if path.suffix == ".parquet":
+        return _parquet_digest(path)
     if path.suffix in {".html", ".csv", ".txt"}:
         text = _UUIDISH.sub("<id>", path.read_text(errors="replace"))
         return hashlib.sha256(text.encode()).hexdigest()
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _parquet_digest(path: Path) -> str:
+    """The table's rows without the columns that are clocks or identities."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        rel = con.read_parquet(str(path))
+        keep = [c for c in rel.columns if not _VOLATILE_KEY.search(c)]
+        rows = [tuple(_UUIDISH.sub("<id>", str(v)) for v in r) for r in rel.select(*keep).fetchall()]
+    finally:
+        con.close()
+    return hashlib.sha256(repr((keep, sorted(rows))).encode()).hexdigest()
 
 
 def _tree_digests(folder: Path) -> dict[str, str]:
@@ -183,6 +199,76 @@ def main() -> int:
         str(video),
         "--json",
         str(work / "luma_pair.json"),
+        "--session-db",
+        str(db),
+        cwd=work,
+    )
+    # Every other selector and preset, both llava-ov2 profiles, their payloads and a re-selection.
+    llava = json.loads(
+        select("llava_parity", "--selector", "llava-ov2", "--profile", "parity", "--session-db", str(db))
+    )
+    select("llava_clean", "--selector", "llava-ov2", "--profile", "clean", "--canvas_format", "png")
+    select("onevision", "--selector", "onevision")
+    select("uniform", "--selector", "uniform", "--num_frames", "12")
+    select("mage_vl", "--preset", "mage-vl")
+    _cli(
+        tree,
+        "reselect",
+        llava.get("run_id") or llava.get("id"),
+        "--images_per_group",
+        "2",
+        "--out",
+        str(work / "llava_reselect"),
+        "--session-db",
+        str(db),
+        cwd=work,
+    )
+    _cli(
+        tree,
+        "payload",
+        str(work / "llava_parity"),
+        "--model",
+        "llava-ov2",
+        "--out",
+        str(work / "payload_llava"),
+        cwd=work,
+    )
+    _cli(
+        tree,
+        "payload",
+        str(work / "parity"),
+        "--model",
+        "onevision-encoder",
+        "--out",
+        str(work / "payload_ove"),
+        cwd=work,
+    )
+    sel_json = _cli(
+        tree,
+        "compare",
+        str(video),
+        "--selectors",
+        "cvp,llava-ov2,uniform[num_frames=8]",
+        "--session-db",
+        str(db),
+        "--json",
+        cwd=work,
+    )
+    (work / "compare_selectors.json").write_text(sel_json)
+    # A batch over two copies of the sample (one worker: rows in a fixed order).
+    (work / "batch_in").mkdir()
+    for name in ("a.mp4", "b.mp4"):
+        shutil.copyfile(video, work / "batch_in" / name)
+    _cli(
+        tree,
+        "batch",
+        str(work / "batch_in"),
+        "--out",
+        str(work / "batch_out"),
+        "--workers",
+        "1",
+        "--num_sampled_frames",
+        "24",
         "--session-db",
         str(db),
         cwd=work,

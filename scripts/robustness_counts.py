@@ -6,7 +6,7 @@ Usage::
 
 It encodes the sweep's clips (20 frames, a keyframe every 10: widths 400–448 step 2 at height
 240 in H.264, and 854×480, 1918×1080, 300×500, 18×18, 64×36 and 4094×18 in H.264, HEVC, VP9 and
-AV1) and the damaged copies of ``tests/damage.py`` for each seed, then runs the commands of
+AV1) and the damaged copies of ``tests/helpers/damage.py`` for each seed, then runs the commands of
 ``tests/app/cli/test_frame_size_sweep.py`` and ``tests/app/cli/test_damaged_streams.py`` on
 them through ``python -m app.cli`` of ``--tree`` (so it runs unchanged on an older checkout)
 and sorts every run into one outcome:
@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
-from clips import encode_clip  # noqa: E402  (the tests' clip recipes)
-from damage import CONTAINERS, DAMAGE_KINDS, make_clip, write_damaged  # noqa: E402
+from helpers.clips import encode_clip  # noqa: E402  (the tests' clip recipes)
+from helpers.damage import CONTAINERS, DAMAGE_KINDS, make_clip, write_damaged  # noqa: E402
 
-from native.gateway import svt_av1_stalls  # noqa: E402  (the product's own rule, not a copy)
+from native import svt_av1_stalls  # noqa: E402  (the product's own rule, not a copy)
 
 SIZES = ((854, 480), (1918, 1080), (300, 500), (18, 18), (64, 36), (4094, 18))
 CODECS = ("h264", "hevc", "vp9", "av1")

@@ -1,17 +1,14 @@
-"""Shared fixtures: encoded test clips, bad inputs, the real clips, one sample run and a CLI runner."""
+"""Shared fixtures and hooks: encoded test clips, bad inputs, the real clips, one sample run, marker skips."""
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import importlib
-import json
 import os
 import platform
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -21,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from clips import encode_clip, make_bad_inputs
+from helpers.clips import encode_clip, make_bad_inputs
+from helpers.paths import REAL_CLIP_NAMES, REAL_CLIPS, SAMPLE_VIDEO
 
 if TYPE_CHECKING:
     from backend.pipeline import RunResult
@@ -30,33 +28,18 @@ if TYPE_CHECKING:
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# The real clips live in the repository, so a bare clone runs every test.
-REAL_CLIPS = REPO_ROOT / "tests" / "data"
-# What tests/data ships (its README gives provenance and checksums); a missing one fails the tests.
-REAL_CLIP_NAMES = (
-    "real_h264_film_friday.mp4",
-    "real_h264_flower_timelapse.mp4",
-    "real_h264_static_parkinglot.mp4",
-    "real_hevc_bbb_1080p.ts",
-)
-# The bundled sample the view tests run (the same file as tests/data/real_h264_flower_timelapse.mp4).
-SAMPLE_VIDEO = REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4"
-
-
 # The platforms pyproject.toml installs codec-video-prep on. There a broken install must fail
 # the tests that need it, not skip them; elsewhere they are skipped.
 CVP_PLATFORM = sys.platform == "linux" and platform.machine() == "x86_64" and sys.version_info[:2] == (3, 11)
 if CVP_PLATFORM:
     importlib.import_module("codec_video_prep")  # an ImportError here stops the run with its cause
 
-CVP_SKIP_REASON = "codec-video-prep's wheel exists for Linux x86-64 with CPython 3.11 only"
-FFPROBE_SKIP_REASON = "ffprobe binary not installed; run scripts/setup.sh as root"
+CVP_SKIP_REASON = "needs_cvp: codec-video-prep's wheel exists for Linux x86-64 with CPython 3.11 only"
+FFPROBE_SKIP_REASON = "needs_ffprobe: ffprobe binary not installed; run scripts/setup.sh as root"
 
-# The markers are the requirements: pytest_runtest_setup skips a test that carries one whose
-# need is unmet, so `-m "not needs_cvp"` and the skip always select the same tests.
-requires_cvp = pytest.mark.needs_cvp
-requires_ffprobe = pytest.mark.needs_ffprobe
+# The markers are the requirements (``@pytest.mark.needs_cvp``, ``@pytest.mark.needs_ffprobe``):
+# pytest_runtest_setup skips a test that carries one whose need is unmet, with the reason above,
+# so `-m "not needs_cvp"` and the skip always select the same tests.
 
 
 def _seed_list(text: str) -> list[int]:
@@ -170,77 +153,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(CVP_SKIP_REASON)
     if item.get_closest_marker("needs_ffprobe") is not None and shutil.which("ffprobe") is None:
         pytest.skip(FFPROBE_SKIP_REASON)
-
-
-def run_cli(*args: str | os.PathLike[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m app.cli ARGS`` from the repo root and capture its output as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *map(str, args)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
-class _ForkServer:
-    """Client of tests/cli_forkserver.py: one process that imported Codec Lens, forked per command."""
-
-    def __init__(self) -> None:
-        self._proc: subprocess.Popen[str] | None = None
-
-    def _server(self) -> subprocess.Popen[str]:
-        if self._proc is None or self._proc.poll() is not None:
-            self._proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("cli_forkserver.py"))],
-                cwd=REPO_ROOT,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-            )
-            assert self._proc.stdout is not None
-            ready = json.loads(self._proc.stdout.readline() or "{}")
-            assert "ready" in ready, "the CLI fork server did not start"
-        return self._proc
-
-    def run(
-        self, args: tuple[str | os.PathLike[str], ...], timeout: float, env: dict[str, str] | None
-    ) -> subprocess.CompletedProcess[str]:
-        proc = self._server()
-        assert proc.stdin is not None and proc.stdout is not None
-        argv = [str(a) for a in args]
-        request = {"argv": argv, "cwd": str(REPO_ROOT), "timeout": timeout, "env": env or {}}
-        proc.stdin.write(json.dumps(request) + "\n")
-        proc.stdin.flush()
-        reply = json.loads(proc.stdout.readline())
-        if reply["returncode"] is None:
-            raise subprocess.TimeoutExpired(argv, timeout, reply["stdout"], reply["stderr"])
-        return subprocess.CompletedProcess(argv, reply["returncode"], reply["stdout"], reply["stderr"])
-
-    def close(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            assert self._proc.stdin is not None
-            self._proc.stdin.close()
-            self._proc.wait(timeout=30)
-        self._proc = None
-
-
-_FORK_SERVER = _ForkServer()
-atexit.register(_FORK_SERVER.close)
-
-
-def run_cli_forked(
-    *args: str | os.PathLike[str], timeout: float = 600, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``run_cli`` for tests that run hundreds of short commands: the same ``codec-lens`` entry,
-    exit code and output, but forked from a server that imported Codec Lens once
-    (tests/cli_forkserver.py), so a command costs its work, not a second of start-up.
-    Start-up itself (import order, the fork before numpy) is left to the tests that use
-    :func:`run_cli`.
-    """
-    return _FORK_SERVER.run(args, timeout, env)
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,8 @@ import av
 import numpy as np
 import pytest
 from av.video.frame import PictureType
-from clips import Codec, encode_clip, render_frame
-from conftest import REAL_CLIP_NAMES, REAL_CLIPS
+from helpers.clips import Codec, encode_clip, render_frame
+from helpers.paths import REAL_CLIP_NAMES, REAL_CLIPS
 
 
 def _decode(path: Path) -> tuple[list[np.ndarray], list[int], list[str]]:

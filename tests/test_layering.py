@@ -230,3 +230,117 @@ def test_sql_runs_only_in_backend_store() -> None:
     }
     found = sql_outside_store(REPO_ROOT)
     assert not found, "only backend/store/ may hold or run SQL:\n" + "\n".join(found)
+
+
+# --------------------------------------------------------------------------- the native door
+
+DOOR_USERS = ("backend", "views", "app")
+DECODER_PACKAGES = ("av", "cv2", "codec_video_prep")
+
+
+def native_modules(root: Path) -> set[str]:
+    """Names of the modules and packages inside ``root/native`` (sources and compiled extensions)."""
+    return {
+        path.name.split(".")[0]
+        for path in (root / "native").iterdir()
+        if path.name != "__init__.py"
+        and (path.suffix in (".py", ".so", ".pyd") or (path / "__init__.py").exists())
+    }
+
+
+def native_door_bypasses(root: Path) -> list[str]:
+    """Imports in backend/, views/ and app/ that reach a module inside native/ instead of ``native`` itself.
+
+    Every import counts, function-level and ``TYPE_CHECKING`` ones too: ``import native.x``,
+    ``from native.x import y`` and ``from native import x`` where ``x`` is a module of native/.
+    """
+    inside = native_modules(root)
+    found = []
+    for layer in DOOR_USERS:
+        for path in python_files(root, layer):
+            for node in ast.walk(_parse(path)):
+                if isinstance(node, ast.Import):
+                    targets = [alias.name for alias in node.names if alias.name.startswith("native.")]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    if node.module.startswith("native."):
+                        targets = [node.module]
+                    elif node.module == "native":
+                        targets = [f"native.{a.name}" for a in node.names if a.name in inside]
+                    else:
+                        targets = []
+                else:
+                    targets = []
+                found += [f"{path.relative_to(root)}:{node.lineno} imports {t}" for t in targets]
+    return found
+
+
+def test_the_upper_layers_import_native_only_through_its_door() -> None:
+    found = native_door_bypasses(REPO_ROOT)
+    assert not found, (
+        "import native code from ``native`` itself (``from native import read_bitcost``), "
+        "not from the modules behind it:\n" + "\n".join(found)
+    )
+
+
+def test_the_door_check_sees_every_kind_of_bypass(tmp_path: Path) -> None:
+    # A small tree with one bypass of each kind the check must catch, and the imports it must allow.
+    (tmp_path / "native").mkdir()
+    for name in ("__init__.py", "probe.py", "side_data.py", "_kernels.cpython-311-x86_64-linux-gnu.so"):
+        (tmp_path / "native" / name).write_text("")
+    (tmp_path / "backend").mkdir()
+    (tmp_path / "backend" / "stage.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import native\n"
+        "from native import probe_container, FFmpegError\n"
+        "if TYPE_CHECKING:\n"
+        "    import native.probe\n"
+        "def read():\n"
+        "    from native import side_data, read_bitcost\n"
+        "    from native.errors import FFmpegError\n"
+        "    from native import _kernels\n"
+    )
+    assert native_door_bypasses(tmp_path) == [
+        "backend/stage.py:5 imports native.probe",
+        "backend/stage.py:7 imports native.side_data",
+        "backend/stage.py:8 imports native.errors",
+        "backend/stage.py:9 imports native._kernels",
+    ]
+
+
+_IMPORT_NATIVE = """
+import json, sys
+import native
+watched = sys.argv[1:]
+print(json.dumps({"file": native.__file__, "loaded": [m for m in watched if m in sys.modules]}))
+"""
+
+
+def test_importing_native_loads_no_decoder() -> None:
+    # The door is lazy (PEP 562): a batch re-run that skips every video imports native's names
+    # inside the functions that decode, and must not pay for PyAV, OpenCV or codec-video-prep.
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORT_NATIVE, *DECODER_PACKAGES],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.splitlines()[-1])
+    assert Path(report["file"]).is_relative_to(REPO_ROOT / "native")
+    assert report["loaded"] == [], f"importing native loads {report['loaded']}"
+
+
+def test_every_name_of_the_door_resolves_to_its_home() -> None:
+    import native
+
+    assert sorted(native.__all__) == sorted(native._HOMES)
+    assert not set(native.__all__) & native_modules(REPO_ROOT), "a door name would shadow a module"
+    for name in native.__all__:
+        value = getattr(native, name)
+        module = getattr(value, "__module__", None)
+        if module is not None and module.startswith("native."):  # functions and classes say where they live
+            assert module == f"native.{native._HOMES[name]}" or name == "FFmpegError", name
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        _ = native.no_such_name

@@ -56,6 +56,22 @@ class PaneView:
     caption: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class PaneOptions:
+    """How :func:`prepare_pane` draws the panes of one comparison (the same for every pane)."""
+
+    layers: LayerOptions | None = None
+    """The viewer's layers (``views.inspector.frame_layers.LayerOptions``; None: its defaults)."""
+    scale: str | None = None
+    """Heatmap scale of :data:`backend.compare.run.HEATMAP_SCALES` (None: ``layers.scale``)."""
+    difference_with: int | None = None
+    """Reference pane A; the drawn pane is B. None (or the pane itself) draws no difference."""
+    labels: Sequence[str] | None = None
+    """Pane labels (None: ``run i``)."""
+    show_both: bool = False
+    """In difference mode, also outline the blocks both kept."""
+
+
 # --------------------------------------------------------------------------- positions and keys
 
 
@@ -218,13 +234,9 @@ def prepare_pane(
     results: Sequence[RunResult],
     index: int,
     frame_index: int,
+    options: PaneOptions | None = None,
     *,
-    layers: LayerOptions | None = None,
-    scale: str | None = None,
     heatmap_runs: Sequence[RunResult] | None = None,
-    difference_with: int | None = None,
-    labels: Sequence[str] | None = None,
-    show_both: bool = False,
 ) -> PaneView:
     """Render pane ``index`` at ``frame_index`` (or the run's nearest candidate to it).
 
@@ -233,22 +245,20 @@ def prepare_pane(
     results : the compared runs (1 to 4).
     index : pane / run index.
     frame_index : the frame every pane shows.
-    layers : the viewer's layers (``views.inspector.frame_layers.LayerOptions``).
-    scale : heatmap scale of :data:`backend.compare.run.HEATMAP_SCALES` (default: ``layers.scale``).
-    heatmap_runs : :func:`prepare_heatmap_runs` of ``results`` for ``scale`` (computed when None).
-    difference_with : reference pane A; this pane is B. None (or ``index`` itself) draws no
-        difference.
-    labels : pane labels (default ``run i``).
-    show_both : in difference mode, also outline the blocks both kept.
+    options : how every pane is drawn (:class:`PaneOptions`; None: its defaults).
+    heatmap_runs : :func:`prepare_heatmap_runs` of ``results`` for the scale (computed when None).
 
     Returns
     -------
-    PaneView with the image, its info dict and a one-line caption.
+    PaneView with the (H, W, 3) uint8 image at the processed size, its info dict and a one-line
+    caption.
     """
     if not 0 <= index < len(results):
         raise ValueError(f"Invalid pane ({index}). Supported values are 0 to {len(results) - 1}.")
-    opts = layers or LayerOptions()
-    scale = scale or opts.scale
+    options = options or PaneOptions()
+    labels, difference_with = options.labels, options.difference_with
+    opts = options.layers or LayerOptions()
+    scale = options.scale or opts.scale
     if scale not in HEATMAP_SCALES:
         raise ValueError(f"Invalid scale ({scale!r}). Supported values are {', '.join(HEATMAP_SCALES)}.")
     result = results[index]
@@ -271,7 +281,7 @@ def prepare_pane(
     if difference_with is not None and difference_with != index:
         masks = difference_masks(results[difference_with], result, int(view.info["frame_index"]))
         image = draw_difference(
-            image, masks, result.geometry.patch * result.geometry.block_size, show_both=show_both
+            image, masks, result.geometry.patch * result.geometry.block_size, show_both=options.show_both
         )
         info |= {k: int(m.sum()) for k, m in masks.items()}
         info["reference_label"] = labels[difference_with] if labels is not None else f"run {difference_with}"

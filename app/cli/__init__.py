@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import faulthandler
 import gc
 import importlib
 import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli import app, reselect, select, sessions
 from app.cli.common import EXIT_INTERRUPTED, Parser, fail
+
+if TYPE_CHECKING:
+    from backend.isolation import ChildDeath
 
 CORE_COMMANDS = ("select", "reselect", "sessions", "app")
 _CORE_MODULES = {"select": select, "reselect": reselect, "sessions": sessions, "app": app}
@@ -42,9 +43,6 @@ NATIVE_COMMANDS = ("select", "reselect", "compare", "luma-bias", "export", "impo
 """The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child.
 ``batch`` is not one: its own process only lists files, and each video runs in a worker
 process of its engine, whose crash is that video's row (backend.batch.local, ray_engine)."""
-# app.workers.ABORT_STAGE_ENV (not imported: it would add to every start-up). Tests only.
-_ABORT_STAGE_ENV = "CODEC_LENS_TEST_ABORT_STAGE"
-_CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE)
 
 
 def _tool_module(command: str) -> ModuleType:
@@ -129,123 +127,31 @@ def entry() -> None:
 # -- crash isolation --------------------------------------------------------------------------------
 
 
-def _scratch_fd(name: str) -> int:
-    """An anonymous file that the child writes and the parent reads back after the child's death."""
-    try:
-        return os.memfd_create(name)
-    except (AttributeError, OSError):  # no memfd: an unlinked temporary file does the same
-        import tempfile
-
-        handle, path = tempfile.mkstemp(prefix=f"{name}-")
-        os.unlink(path)
-        return handle
-
-
 def _run_isolated(argv: list[str]) -> int:
-    """Run the command in a forked child and wait: its exit code, or, when it died by a signal
-    (a decoder's SIGSEGV or SIGABRT), one error line after cleaning up what it left, and 2.
+    """Run the command in a forked child (:func:`backend.isolation.run_forked`) and wait: its exit
+    code, or, when it died by a signal (a decoder's SIGSEGV or SIGABRT), one error line after
+    cleaning up what it left, and 2.
 
     Ctrl-C and SIGTERM sent to this process are passed on to the child, which stops as always
-    (exit 130); it acts on the first only, so a Ctrl-C that the terminal sends to both
-    processes counts once. The child records what it works on after parsing
-    (:func:`_crash_record`) and faulthandler's dump of its Python frames names the stage.
+    (exit 130). The child records what it works on after parsing (:func:`_crash_record`) and
+    faulthandler's dump of its Python frames names the stage.
     """
-    dump_fd, record_fd = _scratch_fd("codec-lens-dump"), _scratch_fd("codec-lens-record")
-    started = time.time()
-    stops = set(_STOPS)
-    signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # held until each process has its handlers
-    pid = os.fork()
-    if pid == 0:
-        arm_interrupts()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-        faulthandler.enable(file=dump_fd, all_threads=True)
-        os._exit(_child(argv, record_fd))
-    forwarded: list[int] = []
+    from backend.isolation import run_forked  # here: the other commands never need it
 
-    def forward(signum: int, frame: Any) -> None:
-        forwarded.append(signum)
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
-
-    for signum in stops:
-        signal.signal(signum, forward)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
-    _, status = os.waitpid(pid, 0)  # retried after the forwarder ran (PEP 475)
-    code = os.waitstatus_to_exitcode(status)
-    if code >= 0:
-        return code
-    if forwarded and -code in stops:
+    outcome = run_forked(lambda record: _child(argv, record))
+    if outcome.death is not None:
+        return _after_crash(outcome.death)
+    if outcome.interrupted:
         print("codec-lens: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return _after_crash(
-        signal.Signals(-code), os.pread(record_fd, 1 << 16, 0), os.pread(dump_fd, 1 << 20, 0), started
-    )
+    return outcome.exit_code
 
 
-_STOPS = (signal.SIGINT, signal.SIGTERM)
-
-
-def arm_interrupts() -> None:
-    """Make Ctrl-C and SIGTERM stop this process once (:func:`_interrupt_once`), and never be lost.
-
-    Python discards an exception raised where nothing can catch it (an at-fork callback, a
-    ``__del__``, a weakref callback) and reports it to ``sys.unraisablehook``. A Ctrl-C whose
-    handler ran there would vanish: the command would go on to the end and exit 0, having
-    ignored the later copies. The hook sends the signal again, so it lands in ordinary code.
-    """
-    for signum in _STOPS:
-        signal.signal(signum, _interrupt_once)
-    sys.unraisablehook = _redeliver_lost_interrupt
-
-
-def _redeliver_lost_interrupt(unraisable: Any) -> None:
-    """``sys.unraisablehook``: send a discarded interrupt again; anything else as Python reports it."""
-    exc = unraisable.exc_value
-    if not isinstance(exc, KeyboardInterrupt):
-        sys.__unraisablehook__(unraisable)
-        return
-    name = str(exc.args[0]) if exc.args else ""
-    for stop in _STOPS:
-        signal.signal(stop, _interrupt_once)
-    _send_again(signal.Signals[name] if name in signal.Signals.__members__ else signal.SIGINT)
-
-
-def _send_again(signum: int) -> None:
-    """Signal this process again from another thread, so the handler runs after the caller returns
-    (a signal sent from the calling thread is handled before ``os.kill`` even returns)."""
-    import threading
-
-    def later() -> None:
-        time.sleep(0.01)
-        os.kill(os.getpid(), signum)
-
-    threading.Thread(target=later, name="codec-lens-interrupt", daemon=True).start()
-
-
-def _interrupt_once(signum: int, frame: Any) -> None:
-    """The child's Ctrl-C and SIGTERM: the first stops the command (KeyboardInterrupt, as ever);
-    later ones, such as the parent's copy of the terminal's Ctrl-C, leave its clean-up alone."""
-    hook = _redeliver_lost_interrupt.__code__
-    while frame is not None:
-        if frame.f_code is hook:  # raised here, it would be lost for good
-            _send_again(signum)
-            return
-        frame = frame.f_back
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def _child(argv: list[str], record_fd: int) -> int:
+def _child(argv: list[str], record: Callable[[bytes], None]) -> int:
     """The forked child: the command's exit code, as the process itself would have exited."""
-    stage = os.environ.get(_ABORT_STAGE_ENV)
 
     def parsed(args: argparse.Namespace) -> None:
-        os.pwrite(record_fd, _crash_record(args), 0)
-        if stage:  # armed now: building the parser imported (and ran code of) every stage module
-            _abort_when_reached(stage)
+        record(_crash_record(args))
 
     try:
         code: Any = main(argv, on_parsed=parsed)
@@ -265,23 +171,6 @@ def _child(argv: list[str], record_fd: int) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     return code or 0
-
-
-def _abort_when_reached(stage: str) -> None:
-    """Test switch (``CODEC_LENS_TEST_ABORT_STAGE``): abort, as a decoder's heap corruption would,
-    when the pipeline's stage function ``stage`` (``backend.pipeline.registry.STAGES``) is called."""
-    import resource
-
-    from backend.pipeline.registry import STAGES
-
-    code = STAGES.lookup(stage).function.__code__
-
-    def hook(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code is code:
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            os.abort()
-
-    sys.setprofile(hook)
 
 
 def _crash_record(args: argparse.Namespace) -> bytes:
@@ -322,13 +211,12 @@ def _crash_record(args: argparse.Namespace) -> bytes:
     return json.dumps(record).encode()
 
 
-def _after_crash(sig: signal.Signals, record_bytes: bytes, dump: bytes, started_epoch_secs: float) -> int:
-    """The child died by ``sig``: remove its half-written outputs, mark its stored runs failed,
+def _after_crash(death: ChildDeath) -> int:
+    """The child died by a signal: remove its half-written outputs, mark its stored runs failed,
     print one line (naming the file and the stage) and return 2."""
-    from app.workers import Cleanup, stage_from_dump
+    from backend.isolation import Cleanup, describe_death
 
-    record = json.loads(record_bytes.rstrip(b"\0") or b"{}")
-    stage = stage_from_dump(dump.decode(errors="replace"))
+    record = json.loads(death.record or b"{}")
     store = None
     try:
         db = record.get("session_db")
@@ -349,7 +237,7 @@ def _after_crash(sig: signal.Signals, record_bytes: bytes, dump: bytes, started_
             cleanup = dataclasses.replace(
                 cleanup, written=(*cleanup.written, default_output_dir(store, record["comparison_id"]))
             )
-        cleanup.apply(started_epoch_secs, "")
+        cleanup.apply(death.started_epoch_secs, "")
         old, out = record.get("old") or (None, None)
         if old and Path(old).is_dir() and not Path(out).exists():
             Path(old).rename(out)  # it died while replacing an earlier output: put that back
@@ -358,8 +246,6 @@ def _after_crash(sig: signal.Signals, record_bytes: bytes, dump: bytes, started_
     finally:
         if store is not None:
             store.close()
-    what = "the decoder crashed" if sig in _CRASH_SIGNALS else "the run was killed"
+    what = describe_death(-death.signal, death.stage, killed="the run was killed")
     subject = record.get("subject")
-    return fail(
-        (f"{subject}: " if subject else "") + f"{what} ({sig.name})" + (f" during {stage}" if stage else "")
-    )
+    return fail((f"{subject}: " if subject else "") + what)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from app.browser_js import press_if_shown_js
+from app.static import press_if_shown_js
 from app.tabs.common import ui_error
 from backend.errors import CodecLensError
 
@@ -227,6 +227,41 @@ def sparse_video(
 
 # Gradio finds the gr.SelectData parameter of a handler through its type hints, which are
 # resolved in this module's globals: gradio is imported at module level for that.
+def _wire_follow(
+    views: CanvasViews,
+    run_id: gr.Textbox,
+    outputs: list[gr.components.Component],
+    prompt: gr.Textbox,
+    tab: gr.Tab | None,
+    viewer_row: gr.Slider | None,
+    drawn_key: str,
+) -> None:
+    """The tab follows ``run_id``: on every change without ``tab``, else when ``tab`` is opened on
+    another run or viewer frame than ``drawn_key`` (``run:frame`` drawn last) or the run changes
+    while it is open."""
+    if tab is None:
+        run_id.change(lambda rid: refresh(views, rid), run_id, outputs, api_name=False)
+        run_id.change(lambda rid: canvas_prompt(views, rid), run_id, prompt, api_name=False)
+    else:
+        # The prompt is drawn with the rest only while the tab is open: a re-selection in the
+        # inspector sends no event here otherwise.
+        drawn = gr.State(drawn_key)
+        row_input = viewer_row if viewer_row is not None else gr.State(None)
+        # Opening the tab draws it; a run that arrives while it is open redraws it (the page
+        # presses a hidden button then, and only then).
+        follow_btn = gr.Button("follow", elem_id="canvas_follow")
+        for event in (tab.select, follow_btn.click):
+            event(
+                lambda rid, row, d: follow(views, rid, row, d),
+                [run_id, row_input, drawn],
+                [*outputs, prompt, drawn],
+                api_name=False,
+            )
+        run_id.change(
+            None, None, None, js=press_if_shown_js("#canvas_gallery", "#canvas_follow"), api_name=False
+        )
+
+
 def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_row: Any = None) -> None:
     """Build the canvases view inside the caller's current ``gr.Tab`` (``tab``); it follows ``run_id``.
 
@@ -289,27 +324,9 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_
     round_trip = gr.Markdown(first(7, ""), elem_id="canvas_roundtrip")
 
     outputs = [header, gallery, hover, frame_pick, recon, recon_info, coverage, round_trip, sparse]
-    if tab is None:
-        run_id.change(lambda rid: refresh(views, rid), run_id, outputs, api_name=False)
-        run_id.change(lambda rid: canvas_prompt(views, rid), run_id, prompt, api_name=False)
-    else:
-        # The prompt is drawn with the rest only while the tab is open: a re-selection in the
-        # inspector sends no event here otherwise.
-        drawn = gr.State(f"{run_id.value}:{first(3, {}).get('value')}")
-        row_input = viewer_row if viewer_row is not None else gr.State(None)
-        # Opening the tab draws it; a run that arrives while it is open redraws it (the page
-        # presses a hidden button then, and only then).
-        follow_btn = gr.Button("follow", elem_id="canvas_follow")
-        for event in (tab.select, follow_btn.click):
-            event(
-                lambda rid, row, d: follow(views, rid, row, d),
-                [run_id, row_input, drawn],
-                [*outputs, prompt, drawn],
-                api_name=False,
-            )
-        run_id.change(
-            None, None, None, js=press_if_shown_js("#canvas_gallery", "#canvas_follow"), api_name=False
-        )
+    _wire_follow(
+        views, run_id, outputs, prompt, tab, viewer_row, f"{run_id.value}:{first(3, {}).get('value')}"
+    )
 
     def on_select(rid: str, evt: gr.SelectData) -> tuple[Any, Any]:
         return pick_canvas(views, rid, evt.index)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,28 @@ EXPORT_FOLDER = "exports"
 EXTRAS = ("frame & block CSV", "YUView statistics")
 FIGURES = ("timeline", "readiness")
 SIZES = ("source", "processed")  # backend.export.CLIP_SIZES
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClipForm:
+    """The Export form's values as the browser sends them (an emptied number box: None, "" or 0)."""
+
+    layers: Sequence[str] | None
+    """Names of ``backend.export.EXPORT_LAYERS`` to draw (None: none)."""
+    start: float | None = None
+    """First frame_index (empty: 0)."""
+    stop: float | None = None
+    """Exclusive end frame_index (empty or 0: the end)."""
+    fmt: str
+    """A clip format of ``backend.export.CLIP_FORMATS``, not ``none``."""
+    extras: Sequence[str] | None = None
+    """Which of :data:`EXTRAS` to write too (None: none)."""
+    size: str = "source"
+    """``source`` (the video's resolution, decoded again in the worker) or ``processed``."""
+    size_factor: float | None = 1.0
+    """Multiplies the size (empty: 1)."""
+    width_px: float | None = None
+    """Sets the width instead (empty or 0: unused)."""
 
 
 def _range(start: float | None, stop: float | None) -> tuple[int, int | None] | None:
@@ -44,28 +67,21 @@ def _stem(run_id: str, frames: tuple[int, int | None] | None) -> str:
 def export_clip(
     ws: Workspace,
     run_id: str,
+    form: ClipForm,
     *,
-    layers: list[str],
-    start: float | None,
-    stop: float | None,
-    fmt: str,
-    extras: list[str],
-    size: str = "source",
-    size_factor: float | None = 1.0,
-    width_px: float | None = None,
     on_progress: Callable[[float], None] | None = None,
     session: str = "",
 ) -> list[str]:
-    """Write an export of ``run_id`` under ``<output root>/exports/`` (in a worker); the file paths.
+    """Write an export of ``run_id`` as ``form`` says under ``<output root>/exports/`` (in a worker);
+    the file paths.
 
-    ``size``: ``source`` (the video's resolution, decoded again in the worker) or ``processed``;
-    ``size_factor`` multiplies it, or ``width_px`` sets the width (empty: unused).
     Raises the backend's errors (OutputError for paths, ValueError for names and ranges).
     """
     from app import jobs
     from backend.export import ExportConfig
 
-    frames = _range(start, stop)
+    fmt, extras = form.fmt, form.extras or []
+    frames = _range(form.start, form.stop)
     name = _stem(run_id, frames) + ("" if fmt == "png" else f".{fmt}")
     out = ws.output_path(Path(EXPORT_FOLDER) / name)
     config = ExportConfig(
@@ -73,10 +89,10 @@ def export_clip(
         allowed_roots=(ws.output_root,),
         format=fmt,
         frames=frames,
-        size=size,
-        size_factor=1.0 if size_factor in (None, "") else float(size_factor),
-        width_px=None if width_px in (None, "", 0) else int(width_px),
-        layers=tuple(layers),
+        size=form.size,
+        size_factor=1.0 if form.size_factor in (None, "") else float(form.size_factor),
+        width_px=None if form.width_px in (None, "", 0) else int(form.width_px),
+        layers=tuple(form.layers or []),
         tables=EXTRAS[0] in extras,
         yuview=EXTRAS[1] in extras,
     )
@@ -160,36 +176,16 @@ def _group_of_row(result: Any, row: int) -> int | None:
 def export_files(
     ws: Workspace,
     run_id: str,
-    layers: list[str] | None,
-    start: float | None,
-    stop: float | None,
-    fmt: str,
-    extras: list[str] | None,
+    form: ClipForm,
+    *,
     on_progress: Callable[[float], None] | None = None,
     session: str = "",
-    *,
-    size: str = "source",
-    size_factor: float | None = 1.0,
-    width_px: float | None = None,
 ) -> list[str]:
     """The Export button: :func:`export_clip` of the open run, errors as one-line ``gr.Error``."""
     if not run_id:
         raise gr.Error("No run is open: select or open a run first.")
     try:
-        return export_clip(
-            ws,
-            run_id,
-            layers=layers or [],
-            start=start,
-            stop=stop,
-            fmt=fmt,
-            extras=extras or [],
-            size=size,
-            size_factor=size_factor,
-            width_px=width_px,
-            on_progress=on_progress,
-            session=session,
-        )
+        return export_clip(ws, run_id, form, on_progress=on_progress, session=session)
     except (CodecLensError, ValueError, OSError) as exc:
         raise ui_error(exc, single_line=True) from exc
 
@@ -299,37 +295,28 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
             label="Exported figure", file_count="multiple", interactive=False, elem_id="figure_files"
         )
 
-    # Gradio injects the request and the progress tracker through these parameters.
+    # The ClipForm field each control fills.
+    form_fields = {"layers": layers, "start": start, "stop": stop, "fmt": fmt, "extras": extras}
+    form_fields |= {"size": size, "size_factor": scale, "width_px": width}
+
+    # The form's values as one dict keyed by component; Gradio injects the request and the
+    # progress tracker into the positional parameters around it.
     def do_export(
         request: gr.Request,
-        rid,
-        chosen,
-        lo,
-        hi,
-        kind,
-        more,
-        base,
-        factor,
-        wide,
+        values: dict[Any, Any],
         progress: Any = gr.Progress(),  # noqa: B008
-    ):
+    ) -> list[str]:
+        form = ClipForm(**{name: values[control] for name, control in form_fields.items()})
         return export_files(
             ws,
-            rid,
-            chosen,
-            lo,
-            hi,
-            kind,
-            more,
-            lambda fraction: progress(fraction, desc="encoding"),
+            values[run_id],
+            form,
+            on_progress=lambda fraction: progress(fraction, desc="encoding"),
             session=session_of(request),
-            size=base,
-            size_factor=factor,
-            width_px=wide,
         )
 
     # The worker pool bounds the work, per session and in all.
-    clip_inputs = [run_id, layers, start, stop, fmt, extras, size, scale, width]
+    clip_inputs = {run_id, *form_fields.values()}
     button.click(do_export, clip_inputs, files, api_name=False, concurrency_limit=None)
     figure_inputs = [run_id, figure, figure_fmt, start, stop]
     figure_inputs += [frame_slider] if frame_slider is not None else []

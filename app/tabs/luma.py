@@ -205,13 +205,9 @@ def apply(
             ws.pool,
             jobs.luma_apply,
             job_store(ws),
-            fit_id,
-            analysis_id,
-            test_path,
-            ref_path,
-            official_path,
-            out,
-            bool(lossless_rgb),
+            jobs.LumaApplyRequest(
+                fit_id, analysis_id, test_path, ref_path, official_path, out, lossless=bool(lossless_rgb)
+            ),
             session=session,
             subject=test_path.name,
             cleanup=Cleanup(written=(out,)),

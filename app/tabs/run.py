@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,13 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from app.tabs.common import ui_error
+from app.tabs.option_form import (
+    OptionControl,
+    OptionLayout,
+    apply_options_js,
+    option_controls,
+    selection_options,
+)
 from app.tabs.sessions import SessionsPanel, build_sessions_panel, save_view
 from app.workers import Cleanup, job_store, run_job, session_of
 from app.workspace import store_upload, upload_name
@@ -20,47 +26,8 @@ from backend.errors import CodecLensError
 from views.wording import plural
 
 if TYPE_CHECKING:
-    from app.tabs.inspect import InspectTab
+    from app.tabs.inspect.layout import InspectTab
     from app.workspace import Workspace
-
-
-def option_controls(
-    selector: str = "cvp", *, names: Sequence[str] | None = None, prefix: str | None = None
-) -> dict[str, Any]:
-    """One control per field of ``selector``'s options class (or per field of ``names``), generated
-    from the field metadata.
-
-    cvp's controls are ``#opt_<name>``; another selector's ``#opt_<selector>_<name>``; ``prefix``
-    replaces ``opt_`` (the inspector's live controls use ``live_``).
-    """
-    from backend.config import field_help
-    from backend.selectors import SELECTORS
-
-    controls: dict[str, Any] = {}
-    if prefix is None:
-        prefix = "opt_" if selector == "cvp" else f"opt_{selector.replace('-', '_')}_"
-    for name, meta in field_help(SELECTORS.lookup(selector).options_cls).items():
-        if names is not None and name not in names:
-            continue
-        label, info, default = meta["label"], meta["help"], meta["default"]
-        elem_id = f"{prefix}{name}"
-        if meta["choices"]:
-            controls[name] = gr.Dropdown(
-                list(meta["choices"]), value=default, label=label, info=info, elem_id=elem_id
-            )
-        elif isinstance(default, bool):
-            controls[name] = gr.Checkbox(value=default, label=label, info=info, elem_id=elem_id)
-        else:
-            controls[name] = gr.Number(
-                value=default,
-                label=label,
-                info=info,
-                minimum=meta["min"],
-                maximum=meta["max"],
-                precision=0 if isinstance(default, int) else None,
-                elem_id=elem_id,
-            )
-    return controls
 
 
 def on_upload(ws: Workspace, file: Any, session: str = "") -> tuple[Any, Any]:
@@ -93,31 +60,6 @@ def on_upload(ws: Workspace, file: Any, session: str = "") -> tuple[Any, Any]:
         f"Uploaded **{name}**: {info['codec_name']} {info['width']}×{info['height']}, "
         f"{info['total_frames']} frames. Press **Run**."
     )
-
-
-def selection_options(
-    names: Sequence[str],
-    values: Sequence[Any],
-    selector: str = "cvp",
-    *,
-    base: dict[str, Any] | None = None,
-) -> Any:
-    """The options of ``selector`` from its option controls' values (numbers arrive as floats); the
-    other options from ``base`` (a run's config) or their defaults."""
-    from backend.selectors import options_for
-
-    defaults = options_for(selector)
-    fields = set(defaults.as_dict())
-    try:
-        raw = {k: v for k, v in (base or {}).items() if k in fields}
-        raw |= dict(zip(names, values, strict=True))
-        for name, value in raw.items():
-            default = getattr(defaults, name)
-            if isinstance(default, int) and not isinstance(default, bool) and value is not None:
-                raw[name] = int(value)
-        return options_for(selector, raw)
-    except (ValueError, TypeError) as exc:
-        raise gr.Error(str(exc)) from exc
 
 
 def preset_controls(name: str | None, names: Sequence[str]) -> tuple[Any, ...]:
@@ -266,18 +208,18 @@ def start_run(
 class RunTab:
     """The Run tab's components."""
 
-    video_path: Any
-    upload: Any
-    controls: dict[str, Any]
+    video_path: gr.Textbox
+    upload: gr.File
+    controls: dict[str, OptionControl]
     """cvp's option controls (name → control), which opening a cvp run fills."""
-    run_btn: Any
-    run_status: Any
+    run_btn: gr.Button
+    run_status: gr.Markdown
     sessions: SessionsPanel
-    selector: Any = None
-    preset: Any = None
-    selector_controls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    selector: gr.Dropdown | None = None
+    preset: gr.Dropdown | None = None
+    selector_controls: dict[str, dict[str, OptionControl]] = field(default_factory=dict)
     """Every selector's option controls: selector → name → control (cvp's are ``controls``)."""
-    selector_groups: dict[str, Any] = field(default_factory=dict)
+    selector_groups: dict[str, gr.Group] = field(default_factory=dict)
 
 
 def build_run_tab(ws: Workspace, run_id: gr.Textbox) -> RunTab:
@@ -308,8 +250,8 @@ def build_run_tab(ws: Workspace, run_id: gr.Textbox) -> RunTab:
             elem_id="opt_preset",
             scale=2,
         )
-    selector_controls: dict[str, dict[str, Any]] = {}
-    groups: dict[str, Any] = {}
+    selector_controls: dict[str, dict[str, OptionControl]] = {}
+    groups: dict[str, gr.Group] = {}
     with gr.Accordion("Selection options", open=True):
         for name in SELECTORS.names:
             with gr.Group(visible=name == "cvp", elem_id=f"opt_group_{name.replace('-', '_')}") as group:
@@ -333,64 +275,6 @@ def build_run_tab(ws: Workspace, run_id: gr.Textbox) -> RunTab:
     )
 
 
-@dataclass(frozen=True)
-class OptionLayout:
-    """The Run tab's selector choice and option controls in output order: ``entries`` holds one
-    ``(selector, name, default)`` per control, the selector choice first as ``("", "selector", "cvp")``."""
-
-    entries: tuple[tuple[str, str, Any], ...]
-
-    @classmethod
-    def of(cls, tab: RunTab) -> OptionLayout:
-        """The layout of ``tab``'s controls: its selector choice, then every selector's controls."""
-        controls = [(s, n, c.value) for s, named in tab.selector_controls.items() for n, c in named.items()]
-        return cls((("", "selector", tab.selector.value), *controls))
-
-    def outputs(self, tab: RunTab) -> list[Any]:
-        """``tab``'s components in the order of ``entries``."""
-        return [tab.selector, *(tab.selector_controls[s][n] for s, n, _ in self.entries[1:])]
-
-
-def opened_options(ws: Workspace, run_id: str, layout: OptionLayout) -> list[Any]:
-    """The value each control of ``layout`` takes for stored run ``run_id``: the run's selector,
-    then its option values; None leaves a control as it is (another selector's)."""
-    from backend.selectors import options_for
-
-    try:
-        row = ws.store.get_run(run_id)
-    except CodecLensError as exc:
-        raise ui_error(exc) from exc
-    # cvp's options read as they were stored (a run made before an option existed keeps the
-    # control's default); another selector's through its options class.
-    values = {} if row.selector == "cvp" else options_for(row.selector, row.config).as_dict()
-    out: list[Any] = [row.selector]
-    for selector, name, default in layout.entries[1:]:
-        if selector != row.selector:
-            out.append(None)
-        else:
-            out.append(row.config.get(name, default) if selector == "cvp" else values[name])
-    return out
-
-
-def opened_options_json(ws: Workspace, run_id: str, layout: OptionLayout) -> str:
-    """:func:`opened_options` as the JSON text the page spreads over the controls (APPLY_OPTIONS_JS)."""
-    return json.dumps({"run": run_id, "values": opened_options(ws, run_id, layout)}, default=str)
-
-
-# Spreads the open run's options (one JSON text) over the Run tab's controls in the page: a
-# frontend-only event, so the controls never become outputs of a backend event (see
-# inspect.wire_inspect_tab on why that matters). undefined leaves a control as it is.
-APPLY_OPTIONS_JS = """
-(text) => {
-  let got = null;
-  try { got = JSON.parse(text || 'null'); } catch (err) { got = null; }
-  const n = %d;
-  if (!got || !Array.isArray(got.values) || got.values.length !== n) return Array(n).fill(undefined);
-  return got.values.map((v) => (v === null ? undefined : v));
-}
-"""
-
-
 def wire_run_tab(
     ws: Workspace, run_id: gr.Textbox, tab: RunTab, inspect: InspectTab, run_options: gr.Textbox
 ) -> None:
@@ -411,35 +295,30 @@ def wire_run_tab(
     names = {s: list(c) for s, c in tab.selector_controls.items()}
     flat = [c for s in selectors for c in tab.selector_controls[s].values()]
 
-    # Gradio injects the request and the progress tracker only into positional parameters.
-    def run(
-        request: gr.Request,
-        rid: str,
-        path_text: str,
-        row,
-        lay,
-        op,
-        cm,
-        chosen,
-        progress=gr.Progress(),  # noqa: B008 - Gradio's progress hook
-        *values: Any,
-    ):
-        start = 0
-        for s in selectors:
-            if s == chosen:
-                options = selection_options(names[s], values[start : start + len(names[s])], s)
-                break
-            start += len(names[s])
-        else:
-            raise gr.Error(f"Invalid selector ({chosen!r}). Supported values are {', '.join(selectors)}.")
-        return start_run(ws, rid, path_text, (row, lay, op, cm), options, progress, session_of(request))
-
     viewer = [inspect.slider, inspect.layers, inspect.opacity, inspect.colormap]
+
+    # The inputs arrive as one dict keyed by component (a set of inputs); Gradio injects the
+    # request and the progress tracker into the parameters after it.
+    def run(
+        given: dict[Any, Any],
+        request: gr.Request,
+        progress=gr.Progress(),  # noqa: B008 - Gradio's progress hook
+    ) -> tuple[str, str]:
+        chosen = given[tab.selector]
+        if chosen not in tab.selector_controls:
+            raise gr.Error(f"Invalid selector ({chosen!r}). Supported values are {', '.join(selectors)}.")
+        controls = tab.selector_controls[chosen]
+        options = selection_options(names[chosen], [given[c] for c in controls.values()], chosen)
+        view = tuple(given[c] for c in viewer)
+        return start_run(
+            ws, given[run_id], given[tab.video_path], view, options, progress, session_of(request)
+        )
+
     # A new attempt clears the last outcome first; only the status shows this run's error, and
     # the progress bar covers the status alone (not the sessions panel under it).
     tab.run_btn.click(None, None, tab.run_status, js="() => ''", api_name=False).then(
         run,
-        [run_id, tab.video_path, *viewer, tab.selector, *flat],
+        {run_id, tab.video_path, *viewer, tab.selector, *flat},
         [run_id, tab.run_status],
         api_name=False,
         show_progress="full",
@@ -456,6 +335,4 @@ def wire_run_tab(
         api_name=False,
     )
     layout = OptionLayout.of(tab)
-    run_options.change(
-        None, run_options, layout.outputs(tab), js=APPLY_OPTIONS_JS % len(layout.entries), api_name=False
-    )
+    run_options.change(None, run_options, layout.outputs(tab), js=apply_options_js(layout), api_name=False)

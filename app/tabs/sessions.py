@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from app.browser_js import press_if_shown_js
+from app.static import press_if_shown_js
 from app.tabs.common import ui_error
 from app.tabs.import_panel import build_import_panel
 from backend.errors import CodecLensError

@@ -1,7 +1,7 @@
 """Batch selection over a dataset: list the videos, run one unit per video on an engine, summarise."""
 
 from backend.batch.inputs import Entry, Listing, list_input, sniff_container
-from backend.batch.local import AbortSwitch, run_local
+from backend.batch.local import run_local
 from backend.batch.run import (
     ENGINES,
     SUMMARY_FILE,
@@ -24,7 +24,6 @@ from backend.batch.unit import (
 __all__ = [
     "ENGINES",
     "SUMMARY_FILE",
-    "AbortSwitch",
     "BatchConfig",
     "BatchInterrupted",
     "BatchPlan",

@@ -3,45 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import pickle
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from multiprocessing import connection, get_context
 from typing import Any
 
 from backend.batch.unit import UNIT_RECORD, UnitTask, failed_row, read_record, remove_partials
 from backend.errors import PipelineError
+from backend.isolation import Worker, describe_death
 
 RowCallback = Callable[[dict[str, Any]], None]
 _STOP_TIMEOUT_SECS = 5.0
 _PRELOAD = ("backend.pipeline.runner", "backend.cvp_format", "backend.runs", "backend.store")
-_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-@dataclass(frozen=True)
-class AbortSwitch:
-    """Test switch: the worker running the video ``rel_path`` aborts (as a decoder's heap
-    corruption would) when that video reaches ``stage``."""
-
-    rel_path: str
-    stage: str
 
 
 def crash_message(task: UnitTask, exit_code: int | None, stage: str | None) -> str:
     """One line for a video whose worker died: which signal, and in which stage."""
-    during = f" during {stage}" if stage else ""
-    if exit_code is None or exit_code >= 0:
-        return f"{task.path}: the worker ended unexpectedly (exit code {exit_code}){during}"
-    try:
-        name = signal.Signals(-exit_code).name
-    except ValueError:
-        name = f"signal {-exit_code}"
-    what = "the decoder crashed" if -exit_code in _CRASH_SIGNALS else "the worker was killed"
-    return f"{task.path}: {what} ({name}){during}"
+    return f"{task.path}: {describe_death(exit_code, stage)}"
 
 
 def _openblas_setters() -> list[Callable[[int], None]]:
@@ -93,56 +75,33 @@ def _die_with(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _worker_main(conn: Any, abort: AbortSwitch | None, parent_pid: int) -> None:
-    """A worker: run the units that arrive on ``conn``, one at a time, until told to stop."""
-    import importlib
+def _setup(parent_pid: int) -> None:
+    """A worker's set-up before its preload: die with the batch process, math libraries on one thread."""
+    _die_with(parent_pid)
+    limit_threads()
 
+
+def _unit_job(task: UnitTask, *, progress: Any) -> dict[str, Any]:
+    """A worker's call: one video's row (its stages named through ``progress.enter``)."""
     from backend.batch.unit import run_unit
 
-    _die_with(parent_pid)
-    # Ctrl-C reaches the whole process group: the parent ends us, after its own clean-up.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    limit_threads()
-    for name in _PRELOAD:  # now, so that the first video's seconds are its own
-        importlib.import_module(name)
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            payload = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        if not payload:
-            return
-        task: UnitTask = pickle.loads(payload)
+    try:
+        return run_unit(task, on_stage=progress.enter)
+    except BaseException as exc:  # a bug: this video's row says so, the batch goes on
+        import traceback
 
-        def on_stage(stage: str, task: UnitTask = task) -> None:
-            conn.send(("stage", stage))
-            if abort is not None and abort.rel_path == task.rel_path and abort.stage == stage:
-                import resource
-
-                with contextlib.suppress(ValueError, OSError):
-                    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-                os.abort()
-
-        try:
-            row = run_unit(task, on_stage=on_stage)
-        except BaseException as exc:  # a bug: this video's row says so, the batch goes on
-            import traceback
-
-            traceback.print_exc()
-            row = failed_row(task, f"{task.path}: internal error ({type(exc).__name__}: {exc})")
-        try:
-            conn.send(("row", row))
-        except OSError:
-            return
+        traceback.print_exc()
+        return failed_row(task, f"{task.path}: internal error ({type(exc).__name__}: {exc})")
 
 
 class _Worker:
-    def __init__(self, context: Any, abort: AbortSwitch | None) -> None:
-        self.conn, child = context.Pipe(duplex=True)
-        self.process = context.Process(target=_worker_main, args=(child, abort, os.getpid()), daemon=True)
-        self.process.start()
-        child.close()
+    """A spawned worker (:class:`backend.isolation.Worker`) and the video it runs."""
+
+    def __init__(self, context: Any) -> None:
+        self.worker = Worker(
+            context, daemon=True, preload=_PRELOAD, setup=functools.partial(_setup, os.getpid())
+        )
+        self.conn, self.process = self.worker.conn, self.worker.process
         self.task: UnitTask | None = None
         self.assigned_at = 0.0
         self.stage: str | None = None
@@ -151,20 +110,10 @@ class _Worker:
     def assign(self, task: UnitTask) -> None:
         self.task, self.stage = task, None
         self.assigned_at = time.time()
-        self.conn.send_bytes(pickle.dumps(task))
+        self.worker.call(_unit_job, task)
 
     def stop(self, *, now: bool) -> None:
-        if not now:
-            with contextlib.suppress(OSError):
-                self.conn.send_bytes(b"")
-            self.process.join(_STOP_TIMEOUT_SECS)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(_STOP_TIMEOUT_SECS)
-            if self.process.is_alive():
-                self.process.kill()
-                self.process.join()
-        self.conn.close()
+        self.worker.stop(_STOP_TIMEOUT_SECS, now=now)
 
 
 def run_local(
@@ -172,7 +121,6 @@ def run_local(
     *,
     workers: int,
     on_row: RowCallback,
-    abort: AbortSwitch | None = None,
 ) -> None:
     """Run every task in ``workers`` processes (spawned: fresh interpreters), ``on_row`` per video.
 
@@ -188,7 +136,7 @@ def run_local(
     pool: list[_Worker] = []
     try:
         for _ in range(min(workers, len(todo))):
-            pool.append(_Worker(context, abort))
+            pool.append(_Worker(context))
         while todo or any(w.task is not None for w in pool):
             for worker in pool:
                 if worker.ready and worker.task is None and todo:
@@ -202,7 +150,7 @@ def run_local(
                     if _receive(worker, on_row):
                         continue
                 if not worker.process.is_alive():
-                    pool[pool.index(worker)] = _replace(worker, context, abort, on_row)
+                    pool[pool.index(worker)] = _replace(worker, context, on_row)
     except BaseException:
         for worker in pool:
             worker.stop(now=True)
@@ -237,20 +185,23 @@ def _finished_row(task: UnitTask, *, since: float) -> dict[str, Any] | None:
 def _receive(worker: _Worker, on_row: RowCallback) -> bool:
     """Read one message of ``worker``; False when its pipe is closed (it died)."""
     try:
-        kind, value = worker.conn.recv()
+        kind, value, *_rest = worker.conn.recv()  # ("progress", stage, fraction) has three
     except (EOFError, OSError):
         return False
     if kind == "ready":
         worker.ready = True
     elif kind == "stage":
         worker.stage = value
-    elif kind == "row":
+    elif kind == "done":
         worker.task = None
         on_row(value)
+    elif kind == "error" and worker.task is not None:  # the request itself failed (no row was made)
+        task, worker.task = worker.task, None
+        on_row(failed_row(task, f"{task.path}: internal error ({type(value).__name__}: {value})"))
     return True
 
 
-def _replace(worker: _Worker, context: Any, abort: AbortSwitch | None, on_row: RowCallback) -> _Worker:
+def _replace(worker: _Worker, context: Any, on_row: RowCallback) -> _Worker:
     """A dead worker's video becomes a failed row; a new worker takes its place."""
     worker.process.join(_STOP_TIMEOUT_SECS)
     task, stage, code = worker.task, worker.stage, worker.process.exitcode
@@ -260,4 +211,4 @@ def _replace(worker: _Worker, context: Any, abort: AbortSwitch | None, on_row: R
         on_row(failed_row(task, crash_message(task, code, stage)))
     elif not worker.ready:
         raise PipelineError(f"a batch worker could not start (exit code {code})", stage="batch")
-    return _Worker(context, abort)
+    return _Worker(context)

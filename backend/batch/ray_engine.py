@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from backend.batch.local import AbortSwitch, RowCallback, limit_threads
+from backend.batch.local import RowCallback, limit_threads
 from backend.batch.unit import UnitTask, failed_row, remove_partials
 from backend.errors import InputError
 
@@ -29,21 +29,12 @@ IN_FLIGHT_PER_CPU = 2
 a Ctrl-C has little to cancel and a million-video batch holds few object refs."""
 
 
-def ray_unit(task: UnitTask, abort: AbortSwitch | None = None) -> dict[str, Any]:
-    """The body of a Ray task: :func:`~backend.batch.unit.run_unit` (with the test switch)."""
+def ray_unit(task: UnitTask) -> dict[str, Any]:
+    """The body of a Ray task: :func:`~backend.batch.unit.run_unit`."""
     from backend.batch.unit import run_unit
 
     limit_threads()  # cheap; a Ray worker process runs many tasks, a cluster's without our env
-
-    def on_stage(stage: str) -> None:
-        if abort is not None and abort.rel_path == task.rel_path and abort.stage == stage:
-            import resource
-
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            os.abort()
-
-    return run_unit(task, on_stage=on_stage)
+    return run_unit(task)
 
 
 def _import_ray() -> Any:
@@ -156,7 +147,6 @@ def run_ray(
     workers: int | None,
     address: str | None,
     on_row: RowCallback,
-    abort: AbortSwitch | None = None,
 ) -> None:
     """Run every task as a Ray task (1 CPU each), ``on_row`` per video as tasks finish.
 
@@ -188,7 +178,7 @@ def run_ray(
         while todo or pending:
             while todo and len(pending) < window:
                 task = todo.pop()
-                pending[remote.remote(task, abort)] = task
+                pending[remote.remote(task)] = task
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 task = pending.pop(ref)

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from backend.batch.inputs import Listing, list_input
-from backend.batch.local import AbortSwitch, run_local
+from backend.batch.local import run_local
 from backend.batch.unit import (
     DEFAULT_SELECTOR,
     UnitOptions,
@@ -189,14 +189,12 @@ def run_batch(
     *,
     config: BatchConfig,
     on_row: Callable[[dict[str, Any]], None] | None = None,
-    abort: AbortSwitch | None = None,
 ) -> BatchReport:
     """Run the plan's videos on the configured engine; write ``batch.parquet`` (and the dataset
     rows of the session file) when done, every :data:`CHECKPOINT_SECS` meanwhile, and when
     interrupted (Ctrl-C: the videos in flight are lost, everything finished is kept).
 
-    ``on_row(row)`` is called as each video finishes (progress). ``abort`` is a test switch
-    (see :class:`~backend.batch.local.AbortSwitch`).
+    ``on_row(row)`` is called as each video finishes (progress).
     """
     from backend.store import write_summary_parquet
 
@@ -231,10 +229,9 @@ def run_batch(
                     workers=config.workers,
                     address=config.ray_address,
                     on_row=collect,
-                    abort=abort,
                 )
             else:
-                run_local(plan.tasks, workers=config.workers, on_row=collect, abort=abort)
+                run_local(plan.tasks, workers=config.workers, on_row=collect)
     except KeyboardInterrupt:
         interrupted = True
     rows = tuple(rows_in_order())

@@ -9,7 +9,8 @@ from backend.compare.metrics import (
     kept_mask_at,
     signal_family,
 )
-from backend.compare.run import CodecComparison, compare
+from backend.compare.records import CodecComparison
+from backend.compare.run import compare
 from backend.compare.selectors import (
     SelectorComparison,
     SelectorEntry,

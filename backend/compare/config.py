@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import native
 from backend.config import param, validate_fields
 from backend.stages.decode import SCORE_SIGNALS
-from native import gateway
 
 CODECS: tuple[str, ...] = ("h264", "hevc", "vp9", "av1")
 CRF_RANGES: dict[str, tuple[int, int]] = {"h264": (0, 51), "hevc": (0, 51), "vp9": (0, 63), "av1": (1, 63)}
@@ -19,7 +19,7 @@ FALLBACK_SCORES: tuple[str, ...] = ("mv", "residual", "mvres", "pkt_energy")
 # Signals each codec can give exactly or at all (docs/signals.md): bitcost needs cvp's patched
 # reader, qp needs exported QP tables; the flow/frame-difference signals work everywhere.
 _SCORE_CODECS: dict[str, tuple[str, ...]] = {
-    "bitcost": gateway.BITCOST_CODECS,
+    "bitcost": native.BITCOST_CODECS,
     "qp": ("h264", "vp9"),
 }
 
@@ -133,13 +133,13 @@ def score_for(codec: str, config: CompareConfig) -> tuple[str, str]:
     e.g. ``("residual", "bitcost unavailable for av1 …; residual stands in")``.
     """
     supported = _SCORE_CODECS.get(config.score)
-    if config.score == "bitcost" and not gateway.bitcost_reader_available():
+    if config.score == "bitcost" and not native.bitcost_reader_available():
         supported = ()
     if supported is None or codec in supported:
         return config.score, f"{config.score} (as configured)"
     why = (
         "cvp's patched reader is not installed"
-        if config.score == "bitcost" and not gateway.bitcost_reader_available()
+        if config.score == "bitcost" and not native.bitcost_reader_available()
         else f"{config.score} exists for {', '.join(supported)} only"
     )
     return (

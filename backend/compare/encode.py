@@ -9,15 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import native
+from backend.codecs import canonical_codec
 from backend.compare.config import CODECS, CompareConfig, score_for
 from backend.errors import DecodeError, InputError, UnsupportedVideoError
 from backend.records import _ShapeRepr
 from backend.stages.geometry import check_frame_size
 from backend.stages.probe import ProbeConfig, check_input_file, probe
-from backend.stages.signals import canonical_codec
 from backend.store import SessionStore
-from native import encode as encode_mod
-from native import gateway
 
 ENCODERS: dict[str, str] = {"h264": "libx264", "hevc": "libx265", "vp9": "libvpx-vp9", "av1": "libsvtav1"}
 _SPEED_PRESETS: dict[str, dict[str, str]] = {
@@ -139,12 +138,12 @@ def check_encode_size(
         check_frame_size(width, height, path=source, stage="compare")
     except UnsupportedVideoError as exc:
         raise UnsupportedVideoError(exc.message + scaled, path=source, stage="compare") from None
-    if "av1" in config.codecs and gateway.svt_av1_stalls(width, height):
+    if "av1" in config.codecs and native.svt_av1_stalls(width, height):
         raise UnsupportedVideoError(
-            f"SVT-AV1 stalls on frames under {gateway.SVT_AV1_MIN_SIDE} pixels on one side and over "
-            f"{gateway.SVT_AV1_SMALL_FRAME} on the other ({width}x{height}). Supported AV1 sizes have "
-            f"both sides at least {gateway.SVT_AV1_MIN_SIDE} pixels or both at most "
-            f"{gateway.SVT_AV1_SMALL_FRAME}; leave av1 out of --codecs.{scaled}",
+            f"SVT-AV1 stalls on frames under {native.SVT_AV1_MIN_SIDE} pixels on one side and over "
+            f"{native.SVT_AV1_SMALL_FRAME} on the other ({width}x{height}). Supported AV1 sizes have "
+            f"both sides at least {native.SVT_AV1_MIN_SIDE} pixels or both at most "
+            f"{native.SVT_AV1_SMALL_FRAME}; leave av1 out of --codecs.{scaled}",
             path=source,
             stage="compare",
         )
@@ -178,18 +177,18 @@ def encode_variants(
     src = check_input_file(source)
     folder = Path(out_dir)
     try:
-        src_w, src_h, _ = encode_mod.source_size(src)
+        src_w, src_h, _ = native.source_size(src)
     except RuntimeError as exc:
         raise InputError(str(exc), path=src, stage="compare") from exc
     width, height = output_size(src_w, src_h, config.max_side)
     check_encode_size(src, (src_w, src_h), (width, height), config=config)
     plans = [(codec, *encoder_options(codec, config)) for codec in config.codecs]
-    targets = [encode_mod.EncodeTarget(folder / REFERENCE_NAME, "libx264", dict(_REFERENCE_OPTIONS))]
+    targets = [native.EncodeTarget(folder / REFERENCE_NAME, "libx264", dict(_REFERENCE_OPTIONS))]
     targets += [
-        encode_mod.EncodeTarget(folder / f"{codec}.mp4", ENCODERS[codec], opts) for codec, opts, _ in plans
+        native.EncodeTarget(folder / f"{codec}.mp4", ENCODERS[codec], opts) for codec, opts, _ in plans
     ]
     try:
-        facts, outcomes = encode_mod.transcode(
+        facts, outcomes = native.transcode(
             src, targets, width=width, height=height, max_frames=config.max_frames
         )
     except (RuntimeError, OSError) as exc:

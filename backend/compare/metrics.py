@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
+import native
 from backend.compare.encode import Variant
 from backend.errors import DecodeError, InputError
+from backend.imaging import psnr_db
 from backend.luma import MeasureConfig, Prefetch, measure_frames
 from backend.pipeline import RunResult
 from backend.records import _check, _ShapeRepr
-from backend.stages.quality import psnr_db
-from native import encode as encode_mod
 
 HEATMAP_SCALES: tuple[str, ...] = ("frame", "video", "all")
 """``frame``: each frame's stored normalised map; ``video``: log1p(raw) over the run's maximum;
@@ -331,9 +331,9 @@ def measure_luma(
     if not variants:
         return ()
     conversion = "swscale" if decoder == "fast_reader" else "bt601"
-    streams = [Prefetch(encode_mod.frames_rgb(reference, conversion=conversion))]
+    streams = [Prefetch(native.frames_rgb(reference, conversion=conversion))]
     streams += [
-        Prefetch(encode_mod.frames_rgb(v.video_path, reader=decoder, conversion=conversion)) for v in variants
+        Prefetch(native.frames_rgb(v.video_path, reader=decoder, conversion=conversion)) for v in variants
     ]
     try:
         measured = measure_frames(

@@ -6,55 +6,43 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import native
 from backend import __version__
+from backend.codecs import canonical_codec
 from backend.compare.config import CompareConfig, score_for
 from backend.compare.encode import Variant, default_output_dir, encode_variants, given_variants
-from backend.compare.metrics import (
-    LumaSeries,
-    PairMetrics,
-    VariantMetrics,
-    compare_runs,
-    measure_luma,
-    variant_metrics,
-)
+from backend.compare.metrics import LumaSeries, compare_runs, measure_luma, variant_metrics
+from backend.compare.records import CodecComparison
 from backend.compare.stored import comparison_row, comparison_tables
 from backend.errors import CodecLensError
 from backend.pipeline import RunResult, SelectionOptions
-from backend.records import _ShapeRepr
 from backend.runs import content_sha256, select_and_store
 from backend.stages.probe import ProbeConfig, check_input_file, probe
-from backend.stages.signals import canonical_codec
 from backend.store import SessionStore
-from native import gateway
 
 ProgressCallback = Callable[[str, float], None]
 
 
-@dataclass(frozen=True, repr=False)
-class CodecComparison(_ShapeRepr):
-    """A finished comparison: the variants, their runs and every metric."""
+_STEPS = 4
+"""Progress steps of a comparison: encode, select, luma, store."""
 
-    comparison_id: str
-    source_path: str
-    reference_path: str
-    width: int
-    height: int
-    fps: float
-    frame_count: int
-    config: CompareConfig
-    options: SelectionOptions
-    variants: tuple[Variant, ...]
-    metrics: tuple[VariantMetrics, ...]
-    pairs: tuple[PairMetrics, ...]
-    luma: tuple[LumaSeries, ...]
-    settings: dict[str, Any]
-    """Source facts, encode and reference settings, versions."""
-    timings_secs: dict[str, float]
+
+def _step(on_progress: ProgressCallback | None, name: str, k: int) -> None:
+    if on_progress is not None:
+        on_progress(name, k / _STEPS)
+
+
+def _planned(encoded: Sequence[str | Path] | None, config: CompareConfig) -> list[tuple[str, Any]]:
+    """(codec, name) of every variant to be selected on: the given files' codecs, or the configured ones."""
+    return (
+        [(canonical_codec(probe(p, config=ProbeConfig()).codec_name), p) for p in encoded]
+        if encoded
+        else [(codec, codec) for codec in config.codecs]
+    )
 
 
 def _check_profile(
@@ -70,6 +58,40 @@ def _check_profile(
                 f"Invalid profile ('parity') for {name}: {codec} is selected with {score}, and parity "
                 "supports bitcost only. Supported values are 'clean'."
             )
+
+
+def _variants(
+    src: Path, folder: Path, encoded: Sequence[str | Path] | None, config: CompareConfig
+) -> tuple[tuple[Variant, ...], Path, dict[str, Any]]:
+    """The variants, the luma reference and the settings: ``src`` encoded into ``folder``, or given."""
+    if not encoded:
+        return encode_variants(src, folder, config=config)
+    variants = given_variants(encoded, config=config)
+    info = probe(src, config=ProbeConfig())
+    settings: dict[str, Any] = {
+        "source_width": info.width,
+        "source_height": info.height,
+        "width": info.width,
+        "height": info.height,
+        "fps": info.fps,
+        "frames": info.total_frames,
+        "reference": {"encoder": None, "lossless": None, "note": "the source itself"},
+    }
+    return variants, src, settings
+
+
+def _luma_series(
+    reference: Path, variants: Sequence[Variant], config: CompareConfig
+) -> tuple[tuple[LumaSeries, ...], tuple[LumaSeries, ...]]:
+    """Luma series of every variant's full decode and, where cvp's fast reader reads it, of the reader."""
+    full = measure_luma(reference, variants, decoder="full_decode")
+    readable = [v for v in variants if v.codec in native.BITCOST_CODECS]
+    reader = (
+        measure_luma(reference, readable, decoder="fast_reader")
+        if config.measure_reader and readable and native.bitcost_reader_available()
+        else ()
+    )
+    return full, reader
 
 
 def compare(
@@ -105,58 +127,27 @@ def compare(
     timings: dict[str, float] = {}
     src = check_input_file(source)
     folder = Path(out_dir) if out_dir is not None else default_output_dir(store, comparison_id)
-    steps = 4
-
-    def step(name: str, k: int) -> None:
-        if on_progress is not None:
-            on_progress(name, k / steps)
-
     started = time.perf_counter()
     try:
-        planned = (
-            [(canonical_codec(probe(p, config=ProbeConfig()).codec_name), p) for p in encoded]
-            if encoded
-            else [(codec, codec) for codec in config.codecs]
-        )
-        _check_profile(options, config, planned)
+        _check_profile(options, config, _planned(encoded, config))
         t0 = time.perf_counter()
-        if encoded:
-            variants = given_variants(encoded, config=config)
-            reference = src
-            info = probe(src, config=ProbeConfig())
-            settings: dict[str, Any] = {
-                "source_width": info.width,
-                "source_height": info.height,
-                "width": info.width,
-                "height": info.height,
-                "fps": info.fps,
-                "frames": info.total_frames,
-                "reference": {"encoder": None, "lossless": None, "note": "the source itself"},
-            }
-        else:
-            variants, reference, settings = encode_variants(src, folder, config=config)
+        variants, reference, settings = _variants(src, folder, encoded, config)
         timings["encode"] = time.perf_counter() - t0
-        step("encode", 1)
+        _step(on_progress, "encode", 1)
         t0 = time.perf_counter()
         runs: list[tuple[str, RunResult]] = []
         for v in variants:
             runs.append(select_and_store(v.video_path, store, options=options.replace(score=v.score)))
         timings["select"] = time.perf_counter() - t0
-        step("select", 2)
+        _step(on_progress, "select", 2)
         t0 = time.perf_counter()
         results = [r for _, r in runs]
         pairs = compare_runs(results, labels=[v.label for v in variants])
         timings["metrics"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        full = measure_luma(reference, variants, decoder="full_decode")
-        readable = [v for v in variants if v.codec in gateway.BITCOST_CODECS]
-        reader = (
-            measure_luma(reference, readable, decoder="fast_reader")
-            if config.measure_reader and readable and gateway.bitcost_reader_available()
-            else ()
-        )
+        full, reader = _luma_series(reference, variants, config)
         timings["luma"] = time.perf_counter() - t0
-        step("luma", 3)
+        _step(on_progress, "luma", 3)
         by_reader = {s.variant_index: s for s in reader}
         metrics = tuple(
             variant_metrics(v, run_id, result, full[i], by_reader.get(v.variant_index))
@@ -178,7 +169,7 @@ def compare(
             metrics=metrics,
             pairs=pairs,
             luma=full + reader,
-            settings=settings | {"versions": {"codec_lens": __version__, **gateway.versions()}},
+            settings=settings | {"versions": {"codec_lens": __version__, **native.versions()}},
             timings_secs=timings,
         )
         store.insert_comparison(
@@ -186,7 +177,7 @@ def compare(
             row=comparison_row(comparison, content_sha256(src)),
             tables=comparison_tables(comparison),
         )
-        step("store", 4)
+        _step(on_progress, "store", 4)
         return comparison
     except (CodecLensError, ValueError, OSError, RuntimeError) as exc:
         message = exc.one_line() if isinstance(exc, CodecLensError) else str(exc)

@@ -31,7 +31,9 @@ import cv2
 import numpy as np
 import pandas as pd
 
+import native
 from backend import __version__
+from backend.codecs import canonical_codec
 from backend.compare.encode import Variant
 from backend.compare.metrics import PairMetrics, first_rows, kept_masks, pair_from_masks, variant_metrics
 from backend.compare.stored import pair_frame_rows
@@ -42,9 +44,7 @@ from backend.runs import content_sha256, select_and_store
 from backend.selectors import SELECTORS, check_options, option_names, options_for, picture_of
 from backend.selectors.presets import PRESETS, preset_values
 from backend.stages.probe import ProbeConfig, check_input_file, probe
-from backend.stages.signals import canonical_codec
 from backend.store import SessionStore
-from native import gateway
 
 MAX_ENTRIES = 4
 BIN_SECS = 1.0
@@ -497,7 +497,7 @@ def comparison_row(comparison: SelectorComparison, source_sha256: str) -> dict[s
         "config_json": json.dumps(comparison.config()),
         "options_json": json.dumps({e.label: e.options.as_dict() for e in comparison.entries}),
         "settings_json": json.dumps(
-            {"versions": {"codec_lens": __version__, **gateway.versions()}}, default=str
+            {"versions": {"codec_lens": __version__, **native.versions()}}, default=str
         ),
         "timings_json": json.dumps(comparison.timings_secs),
     }

@@ -13,9 +13,9 @@ import pandas as pd
 from backend.errors import StoreError
 from backend.store import SessionStore
 
-if TYPE_CHECKING:  # run.py stores through this module, so the import would be circular at runtime
+if TYPE_CHECKING:  # annotations only: the records are built by run.py and selectors.py
     from backend.compare.metrics import PairMetrics
-    from backend.compare.run import CodecComparison
+    from backend.compare.records import CodecComparison
 
 
 def _record_rows(records: Sequence[Any], *, drop: tuple[str, ...] = ()) -> pd.DataFrame:

@@ -1,13 +1,13 @@
-"""codec-video-prep's output folder format: writing it, and reading + importing it."""
+"""codec-video-prep's output folder: write it, read it, check a recomputation against it, import it."""
 
-from backend.cvp_format.read import (
+from backend.cvp_format.import_run import (
     IMPORT_KEY,
     IMPORT_STATUS_KEY,
     ImportConfig,
     import_cvp,
     imported_view,
-    read_cvp_dir,
 )
+from backend.cvp_format.read import read_cvp_dir
 from backend.cvp_format.write import canvas_name, check_out_dir, jsonable, write_output
 
 __all__ = [

@@ -14,13 +14,13 @@ from typing import Any
 import cv2
 import numpy as np
 
+import native
 from backend import __version__
 from backend.errors import OutputError
-from backend.pipeline.quirks import quirk_on
+from backend.quirks import quirk_on
 from backend.records import TOKEN_COLUMNS, GroupSelection
 from backend.selectors import selector_of
 from backend.stages.group import block_budget
-from native import gateway
 
 CODEC_LENS_VERSION = __version__
 _DONE_MARKER = "codec_lens.json"  # written last: its presence means the directory is complete
@@ -159,8 +159,37 @@ def selector_meta(result: Any, out_dir: Path, canvas_files: list[str], selector:
             "frame_count_source": info.frame_count_source,
             "token_columns": list(TOKEN_COLUMNS),
             "warnings": [w.as_dict() for w in result.warnings],
-            "versions": gateway.versions(),
+            "versions": native.versions(),
         },
+    }
+
+
+def _video_metadata(info: Any) -> dict[str, Any]:
+    """meta.json's ``metadata``: the stream facts cvp records (an import checks a video against them)."""
+    return {
+        "video": info.path,
+        "total_frames": info.total_frames,
+        "fps": info.fps,
+        "height": info.height,
+        "width": info.width,
+        "codec_name": info.codec_name,
+        "stream_bit_rate": info.stream_bit_rate,
+        "format_bit_rate": info.format_bit_rate,
+        "duration": info.duration_secs,
+    }
+
+
+def _codec_lens_meta(result: Any) -> dict[str, Any]:
+    """meta.json's ``codec_lens`` section of a cvp run: our version, profile, reader and warnings."""
+    return {
+        "version": CODEC_LENS_VERSION,
+        "profile": result.options.profile,
+        "pixel_source": result.decoded.pixel_source,
+        "read_mode": result.decoded.read_mode,
+        "frame_count_source": result.info.frame_count_source,
+        "token_columns": list(TOKEN_COLUMNS),
+        "warnings": [w.as_dict() for w in result.warnings],
+        "versions": native.versions(),
     }
 
 
@@ -191,17 +220,7 @@ def build_meta(result: Any, out_dir: Path, canvas_files: list[str]) -> dict[str,
         "video_hash": hashlib.sha1(info.path.encode("utf-8")).hexdigest()[:8],
         "codec_selector_version": 1,
         "config": o.as_dict(),
-        "metadata": {
-            "video": info.path,
-            "total_frames": info.total_frames,
-            "fps": info.fps,
-            "height": info.height,
-            "width": info.width,
-            "codec_name": info.codec_name,
-            "stream_bit_rate": info.stream_bit_rate,
-            "format_bit_rate": info.format_bit_rate,
-            "duration": info.duration_secs,
-        },
+        "metadata": _video_metadata(info),
         "total_frames": info.total_frames,
         "orig_hw": [info.height, info.width],
         "processed_hw": [h1, w1],
@@ -254,16 +273,7 @@ def build_meta(result: Any, out_dir: Path, canvas_files: list[str]) -> dict[str,
         "groups": group_metas,
         "timing_sec": result.timings_secs,
         "timings": result.timings_secs,
-        "codec_lens": {
-            "version": CODEC_LENS_VERSION,
-            "profile": o.profile,
-            "pixel_source": result.decoded.pixel_source,
-            "read_mode": result.decoded.read_mode,
-            "frame_count_source": info.frame_count_source,
-            "token_columns": list(TOKEN_COLUMNS),
-            "warnings": [w.as_dict() for w in result.warnings],
-            "versions": gateway.versions(),
-        },
+        "codec_lens": _codec_lens_meta(result),
     }
 
 
@@ -363,7 +373,7 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
             "video": result.info.path,
             "options": result.options.as_dict(),
             "warnings": [w.as_dict() for w in result.warnings],
-            "versions": gateway.versions(),
+            "versions": native.versions(),
             "token_columns": list(TOKEN_COLUMNS),
             "timings_secs": result.timings_secs,
         }

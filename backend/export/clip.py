@@ -13,6 +13,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+import native
 from backend.errors import DecodeError, InputError
 from backend.export.config import ExportConfig, ExportRun
 from backend.pipeline import RunResult
@@ -27,7 +28,6 @@ from backend.render import (
     plan_overlays,
     size_factor,
 )
-from native import gateway
 
 _FOOTER_BG = (24, 24, 24)
 _FOOTER_FG = (255, 255, 255)
@@ -191,7 +191,7 @@ class _VideoSink:
             codec, options = "libx264", {"crf": str(crf), **MP4_OPTIONS}
         else:
             codec, options = "libvpx-vp9", {"crf": str(crf), **WEBM_OPTIONS}
-        self._writer = gateway.VideoWriter(
+        self._writer = native.VideoWriter(
             path, codec=codec, width=size[1], height=size[0], fps=fps, options=options
         )
 
@@ -302,7 +302,7 @@ def _pane_pictures(
     for fid in order:
         if fid is not None:
             uses[fid] = uses.get(fid, 0) + 1
-    decoded = gateway.iter_frames_rgb(video, sorted(uses))
+    decoded = native.iter_frames_rgb(video, sorted(uses))
     held: dict[int, np.ndarray] = {}
     for fid in order:
         if fid is None:
@@ -361,7 +361,7 @@ def write_video(
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.partial.mp4")
     try:
-        with gateway.VideoWriter(
+        with native.VideoWriter(
             partial, codec="libx264", width=width, height=height, fps=fps, options=options or {}
         ) as writer:
             for image in frames:

@@ -8,7 +8,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import native
 from backend import __version__
 from backend.cvp_format import jsonable
 from backend.errors import OutputError
@@ -34,7 +35,6 @@ from backend.export.yuview import YUVIEW_SCORE_SCALE, YUVIEW_SELECTION, YUVIEW_T
 from backend.paths import resolve_within
 from backend.pipeline import RunResult
 from backend.runs import content_sha256
-from native import gateway
 
 SIDECAR_SCHEMA_VERSION = 1
 
@@ -121,7 +121,7 @@ def align_rows(primary: RunResult, rows: np.ndarray, other: RunResult) -> list[i
 
 def export_versions() -> dict[str, Any]:
     """Versions of codec-lens, cvp, PyAV and FFmpeg (libavcodec) at export time."""
-    v = gateway.versions()
+    v = native.versions()
     return {
         "codec_lens": __version__,
         "codec_video_prep": v.get("codec_video_prep"),
@@ -244,7 +244,6 @@ def _write_export(
     if not 1 <= len(runs) <= 4:
         raise ValueError(f"Invalid run count ({len(runs)}). Supported values are 1 to 4.")
     t_start = time.perf_counter()
-    timings: dict[str, float] = {}
     clip_path, stem, sidecar = _out_paths(config)
     primary = runs[0].result
     rows = export_rows(primary, config.frames)
@@ -257,72 +256,139 @@ def _write_export(
     clip_path.parent.mkdir(parents=True, exist_ok=True)
     if config.format == "png" and clip_path.suffix.lower() != ".png" and not clip_path.exists():
         made.append(clip_path)  # the png folder, removed when the export fails and leaves it empty
-    files: list[tuple[Path, str]] = []
-    frame_size: tuple[int, int] | None = None
+    written = _Written()
     try:
         if config.format != "none":
             t0 = time.perf_counter()
-            frame_size, written = write_clip(runs, aligned, clip_path, config, on_progress)
-            made += written
-            files += [(p, "clip") for p in written]
-            timings["clip"] = time.perf_counter() - t0
+            written.frame_size, clip_files = write_clip(runs, aligned, clip_path, config, on_progress)
+            made += clip_files
+            written.files += [(p, "clip") for p in clip_files]
+            written.timings_secs["clip"] = time.perf_counter() - t0
         if config.tables:
-            t0 = time.perf_counter()
-            frames_csv = _resolve_out(f"{stem}.frames.csv", config)
-            blocks_csv = _resolve_out(f"{stem}.blocks.csv", config)
-            made += [frames_csv, blocks_csv]
-            per_run = [_run_rows(a) for r, a in zip(runs, aligned, strict=True)]
-            pd.concat([frames_table(r, rr) for r, rr in zip(runs, per_run, strict=True)]).to_csv(
-                frames_csv, index=False
-            )
-            pd.concat([blocks_table(r, rr) for r, rr in zip(runs, per_run, strict=True)]).to_csv(
-                blocks_csv, index=False
-            )
-            files += [(frames_csv, "frames_csv"), (blocks_csv, "blocks_csv")]
-            timings["tables"] = time.perf_counter() - t0
+            _write_tables(runs, aligned, stem, config, made, written)
         if config.yuview:
-            t0 = time.perf_counter()
-            for k, (run, a) in enumerate(zip(runs, aligned, strict=True)):
-                name = f"{stem}.yuview.csv" if k == 0 else f"{stem}.{run.run_id}.yuview.csv"
-                path = _resolve_out(name, config)
-                made.append(path)
-                path.write_text(yuview_text(run, _run_rows(a), coordinates=config.yuview_coordinates))
-                files.append((path, "yuview_csv"))
-            timings["yuview"] = time.perf_counter() - t0
+            _write_yuview(runs, aligned, stem, config, made, written)
         if figures:
-            t0 = time.perf_counter()
-            # write_figures' names: a failure part-way leaves some of them written.
-            made += [stem.parent / f"{stem.name}.{n}.{f}" for n in figures for f in config.plot_formats]
-            written = write_figures(
-                figures,
-                stem,
-                formats=config.plot_formats,
-                chromium_path=config.chromium_path,
-                width_px=config.figure_width_px,
-                height_px=config.figure_height_px,
-                png_scale=config.figure_png_scale,
-            )
-            files += [(p, "figure") for p in written]
-            timings["figures"] = time.perf_counter() - t0
+            _write_figure_files(figures, stem, config, made, written)
     except OSError as exc:
         if isinstance(exc, OutputError):
             raise
         raise OutputError(
             f"cannot write the export ({exc.strerror or exc})", path=exc.filename or clip_path
         ) from exc
-    timings["total"] = time.perf_counter() - t_start
+    written.timings_secs["total"] = time.perf_counter() - t_start
+    sidecar_data = _sidecar_data(runs, aligned, rows, config, written, sidecar)
+    made.append(sidecar)
+    try:
+        sidecar.write_text(json.dumps(jsonable(sidecar_data), indent=2))
+    except OSError as exc:
+        raise OutputError(f"cannot write the sidecar ({exc.strerror or exc})", path=sidecar) from exc
+    return ExportResult(
+        files=(*(p for p, _ in written.files), sidecar),
+        sidecar=sidecar,
+        frame_indices=tuple(primary.candidates.frame_indices[rows].tolist()),
+        frame_size=written.frame_size,
+        timings_secs=written.timings_secs,
+    )
+
+
+@dataclass
+class _Written:
+    """What an export has written so far; each part appends to it as it goes."""
+
+    files: list[tuple[Path, str]] = field(default_factory=list)
+    """(path, sidecar role) of every file, in the order written."""
+    frame_size: tuple[int, int] | None = None
+    """(height, width) of the clip's frames (None without a clip)."""
+    timings_secs: dict[str, float] = field(default_factory=dict)
+    """Seconds per part (``clip``, ``tables``, ``yuview``, ``figures``), then ``total``."""
+
+
+def _write_tables(
+    runs: Sequence[ExportRun],
+    aligned: Sequence[Sequence[int | None]],
+    stem: Path,
+    config: ExportConfig,
+    made: list[Path],
+    written: _Written,
+) -> None:
+    """``<stem>.frames.csv`` and ``<stem>.blocks.csv``: every run's rows, one table each."""
+    t0 = time.perf_counter()
+    frames_csv = _resolve_out(f"{stem}.frames.csv", config)
+    blocks_csv = _resolve_out(f"{stem}.blocks.csv", config)
+    made += [frames_csv, blocks_csv]
+    per_run = [_run_rows(a) for r, a in zip(runs, aligned, strict=True)]
+    pd.concat([frames_table(r, rr) for r, rr in zip(runs, per_run, strict=True)]).to_csv(
+        frames_csv, index=False
+    )
+    pd.concat([blocks_table(r, rr) for r, rr in zip(runs, per_run, strict=True)]).to_csv(
+        blocks_csv, index=False
+    )
+    written.files += [(frames_csv, "frames_csv"), (blocks_csv, "blocks_csv")]
+    written.timings_secs["tables"] = time.perf_counter() - t0
+
+
+def _write_yuview(
+    runs: Sequence[ExportRun],
+    aligned: Sequence[Sequence[int | None]],
+    stem: Path,
+    config: ExportConfig,
+    made: list[Path],
+    written: _Written,
+) -> None:
+    """One YUView statistics file per run: ``<stem>.yuview.csv``, then ``<stem>.<run_id>.yuview.csv``."""
+    t0 = time.perf_counter()
+    for k, (run, a) in enumerate(zip(runs, aligned, strict=True)):
+        name = f"{stem}.yuview.csv" if k == 0 else f"{stem}.{run.run_id}.yuview.csv"
+        path = _resolve_out(name, config)
+        made.append(path)
+        path.write_text(yuview_text(run, _run_rows(a), coordinates=config.yuview_coordinates))
+        written.files.append((path, "yuview_csv"))
+    written.timings_secs["yuview"] = time.perf_counter() - t0
+
+
+def _write_figure_files(
+    figures: Mapping[str, Any], stem: Path, config: ExportConfig, made: list[Path], written: _Written
+) -> None:
+    """``<stem>.<name>.<format>`` for each figure and each of ``config.plot_formats``."""
+    t0 = time.perf_counter()
+    # write_figures' names: a failure part-way leaves some of them written.
+    made += [stem.parent / f"{stem.name}.{n}.{f}" for n in figures for f in config.plot_formats]
+    paths = write_figures(
+        figures,
+        stem,
+        formats=config.plot_formats,
+        chromium_path=config.chromium_path,
+        width_px=config.figure_width_px,
+        height_px=config.figure_height_px,
+        png_scale=config.figure_png_scale,
+    )
+    written.files += [(p, "figure") for p in paths]
+    written.timings_secs["figures"] = time.perf_counter() - t0
+
+
+def _sidecar_data(
+    runs: Sequence[ExportRun],
+    aligned: Sequence[Sequence[int | None]],
+    rows: np.ndarray,
+    config: ExportConfig,
+    written: _Written,
+    sidecar: Path,
+) -> dict[str, Any]:
+    """The sidecar: config, frames, clip, runs, versions, schemas, timings, input and file hashes."""
+    frames = config.frames
     sidecar_data = {
         "schema": "codec-lens/export",
         "schema_version": SIDECAR_SCHEMA_VERSION,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "export_config": dataclasses.asdict(config),
         "frames": {
-            "start": None if config.frames is None else config.frames[0],
-            "stop": None if config.frames is None else config.frames[1],
+            "start": None if frames is None else frames[0],
+            "stop": None if frames is None else frames[1],
             "count": int(rows.size),
-            "frame_indices": primary.candidates.frame_indices[rows].tolist(),
+            "frame_indices": runs[0].result.candidates.frame_indices[rows].tolist(),
         },
-        "clip": _clip_entry(runs, config, frame_size),
+        "clip": _clip_entry(runs, config, written.frame_size),
         "runs": [_run_entry(r, _run_rows(a)) for r, a in zip(runs, aligned, strict=True)],
         "versions": export_versions(),
         "csv_schemas": {
@@ -335,7 +401,7 @@ def _write_export(
             "score_scale": YUVIEW_SCORE_SCALE,
             "coordinates": config.yuview_coordinates,
         },
-        "timings_secs": timings,
+        "timings_secs": written.timings_secs,
     }
     runs_blob = json.dumps(
         [[e["run_id"], e["video_sha256"], e["config"]] for e in sidecar_data["runs"]], sort_keys=True
@@ -348,20 +414,9 @@ def _write_export(
             "size_bytes": p.stat().st_size,
             "sha256": content_sha256(p),
         }
-        for p, role in files
+        for p, role in written.files
     ]
-    made.append(sidecar)
-    try:
-        sidecar.write_text(json.dumps(jsonable(sidecar_data), indent=2))
-    except OSError as exc:
-        raise OutputError(f"cannot write the sidecar ({exc.strerror or exc})", path=sidecar) from exc
-    return ExportResult(
-        files=(*(p for p, _ in files), sidecar),
-        sidecar=sidecar,
-        frame_indices=tuple(primary.candidates.frame_indices[rows].tolist()),
-        frame_size=frame_size,
-        timings_secs=timings,
-    )
+    return sidecar_data
 
 
 def _clip_entry(

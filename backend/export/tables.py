@@ -8,7 +8,7 @@ import pandas as pd
 from backend.export.config import ExportRun
 from backend.pipeline import RunResult
 from backend.render import anchor_rows, frame_facts, group_of_row, kept_blocks_by_row, lost_blocks
-from backend.stages.score import upsample
+from backend.imaging import upsample
 
 FRAMES_CSV_SCHEMA_VERSION = 1
 BLOCKS_CSV_SCHEMA_VERSION = 1

@@ -12,6 +12,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+import native
 from backend.config import param, validate_fields
 from backend.errors import DecodeError, InputError, OutputError
 from backend.luma.geometry import (
@@ -21,12 +22,12 @@ from backend.luma.geometry import (
     SlotLayout,
     geometry_from_dict,
 )
-from backend.luma.measure import LUMA_WEIGHTS, video_keyframes
+from backend.luma.measure import video_keyframes
+from backend.luma.records import LUMA_WEIGHTS
 from backend.luma.report import LumaReport, _num, fit_line
 from backend.records import _check, _ShapeRepr
 from backend.stages.probe import check_input_file
-from native import gateway
-from native.errors import FFmpegError
+from native import FFmpegError
 
 COEFFS_FORMAT = "codec-lens/luma-correction"
 COEFFS_VERSION = 1
@@ -618,7 +619,7 @@ def apply_correction(
     Parameters
     ----------
     model : the correction.
-    test : the decoder output to correct (decoded to RGB by the gateway).
+    test : the decoder output to correct (decoded to RGB by ``native.iter_rgb``).
     out : output video; the default encoder is libx264 at crf 12 (yuv420p), which adds its
         own error (chroma subsampling and quantisation); ``lossless`` writes RGB with
         libx264rgb at qp 0 instead, which decodes back to the exact corrected pixels.
@@ -629,7 +630,7 @@ def apply_correction(
     The output path.
     """
     p = check_input_file(test)
-    info = gateway.probe_container(p)
+    info = native.probe_container(p)
     keyframes = None
     if isinstance(model.geometry, GopGeometry) and model.geometry.every == 0:
         keyframes = video_keyframes(p)
@@ -644,10 +645,10 @@ def apply_correction(
     out = Path(out)
     index = 0
     try:
-        with gateway.VideoWriter(
+        with native.VideoWriter(
             out, codec=codec, width=info.width, height=info.height, fps=fps, options=options, pix_fmt=pix_fmt
         ) as writer:
-            for frame in correct_frames(model, gateway.iter_rgb(p), keyframes=keyframes):
+            for frame in correct_frames(model, native.iter_rgb(p), keyframes=keyframes):
                 writer.write(frame)
                 index += 1
     except FFmpegError as exc:

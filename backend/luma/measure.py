@@ -17,17 +17,11 @@ import numpy as np
 from backend.config import param, validate_fields
 from backend.errors import CodecLensError, DecodeError, InputError
 from backend.luma.geometry import GopGeometry, LumaGeometry
+from backend.luma.records import FrameLuma
 from backend.luma.report import LumaAnalysis, summarize
-from backend.records import _check, _ShapeRepr
 from backend.stages.probe import ProbeConfig, check_input_file, probe
-from backend.stages.quality import psnr_db
-from native.compiled import COMPILED_KERNEL
-from native.errors import FFmpegError
-from native.luma_frames import Yuv420Frame, iter_luma_frames, measure_yuv420_pair
+from native import COMPILED_KERNEL, FFmpegError, Yuv420Frame, iter_luma_frames, measure_yuv420_pair
 
-LUMA_WEIGHTS: tuple[float, float, float] = (0.299, 0.587, 0.114)
-"""BT.601 full-range luma of 8-bit RGB, Y = 0.299 R + 0.587 G + 0.114 B."""
-_W = np.asarray(LUMA_WEIGHTS, dtype=np.float64)
 # 1000·Y = 299 R + 587 G + 114 B is an integer below 2**24, so float32 holds every luma
 # difference exactly and the squared sum (in float64) is exact: no weight rounding.
 _W1000_ROW = np.asarray([[299.0, 587.0, 114.0]], dtype=np.float32)
@@ -61,68 +55,6 @@ class MeasureConfig:
 
     def __post_init__(self) -> None:
         validate_fields(self)
-
-
-@dataclass(frozen=True, repr=False)
-class FrameLuma(_ShapeRepr):
-    """Per-frame measurements of one (test, reference) pairing; everything later derives from it."""
-
-    test_name: str
-    reference_name: str
-    reference_label: str
-    """``reference`` or ``official`` (the second reference)."""
-    height: int
-    width: int
-    cell: int
-    offset: int
-    truncated: bool
-    frame_index: np.ndarray
-    """(n,) int64, test frame index (decoded presentation order), consecutive."""
-    reference_index: np.ndarray
-    """(n,) int64, reference frame index = frame_index + offset."""
-    test_mean_rgb: np.ndarray
-    """(n, 3) float64, mean R, G, B of the test frame (levels)."""
-    reference_mean_rgb: np.ndarray
-    """(n, 3) float64, mean R, G, B of the reference frame."""
-    y_mse: np.ndarray
-    """(n,) float64, mean squared difference of Y = 0.299 R + 0.587 G + 0.114 B."""
-    test_cells: np.ndarray
-    """(n, ch, cw, 3) float32, per-channel means of the test frame's full cell × cell cells."""
-    diff_cells: np.ndarray
-    """(n, ch, cw, 3) float32, test minus reference cell means (exact: sums / cell²)."""
-
-    def __post_init__(self) -> None:
-        n = self.frame_index.shape[0]
-        _check(self.frame_index.shape == (n,), f"{self.frame_index.shape = } must be 1-D")
-        _check(self.reference_index.shape == (n,), f"{self.reference_index.shape = }, {n = }")
-        _check(self.test_mean_rgb.shape == (n, 3), f"{self.test_mean_rgb.shape = }, {n = }")
-        _check(self.reference_mean_rgb.shape == (n, 3), f"{self.reference_mean_rgb.shape = }, {n = }")
-        _check(self.y_mse.shape == (n,), f"{self.y_mse.shape = }, {n = }")
-        grid = (n, self.height // self.cell, self.width // self.cell, 3)
-        _check(self.test_cells.shape == grid, f"{self.test_cells.shape = } != {grid}")
-        _check(self.diff_cells.shape == grid, f"{self.diff_cells.shape = } != {grid}")
-
-    def __len__(self) -> int:
-        return int(self.frame_index.shape[0])
-
-    @property
-    def channel_diff(self) -> np.ndarray:
-        """(n, 3) float64, per-channel mean difference test − reference."""
-        return self.test_mean_rgb - self.reference_mean_rgb
-
-    @property
-    def bias(self) -> np.ndarray:
-        """(n,) float64, meanY(test) − meanY(reference) in levels."""
-        return self.channel_diff @ _W
-
-    @property
-    def psnr_db(self) -> np.ndarray:
-        """(n,) float64, Y-PSNR in dB (inf for identical frames)."""
-        return psnr_db(self.y_mse)
-
-    def cell_luma(self) -> tuple[np.ndarray, np.ndarray]:
-        """Cell luma of the test and its difference: two (n, ch, cw) float64 arrays (x, d)."""
-        return self.test_cells @ _W, self.diff_cells @ _W
 
 
 # --------------------------------------------------------------------------- per-frame kernel
@@ -274,6 +206,75 @@ def _skip(it: Iterator[Any], count: int) -> int:
     return dropped
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """The inputs of one measuring pass once the offset's leading frames are dropped."""
+
+    test_name: str
+    names: list[str]
+    """Name of each reference in error messages."""
+    labels: list[str]
+    """``reference`` / ``official`` per reference."""
+    test_it: Iterator[Any]
+    ref_its: list[Iterator[Any]]
+    skipped_test: int
+    """Test frames dropped for a negative offset."""
+    skipped_ref: list[int]
+    """Reference frames dropped for a positive offset, per reference."""
+    start: int
+    """Test frame index of the first pair."""
+
+
+def _open_inputs(
+    test_frames: Iterable[np.ndarray],
+    reference_frames: Sequence[Iterable[np.ndarray]],
+    config: MeasureConfig,
+    test_name: str,
+    reference_names: Sequence[str] | None,
+    reference_labels: Sequence[str] | None,
+) -> _Inputs:
+    """Iterators over every input, with the frames the offset leaves unpaired already dropped."""
+    m = len(reference_frames)
+    if m < 1:
+        raise ValueError("at least one reference is needed")
+    names = list(reference_names or [f"reference {i + 1}" for i in range(m)])
+    labels = list(reference_labels or ["reference", "official", *[f"reference {i + 1}" for i in range(2, m)]])
+    test_it = iter(test_frames)
+    ref_its = [iter(r) for r in reference_frames]
+    skipped_test = _skip(test_it, -config.offset) if config.offset < 0 else 0
+    skipped_ref = [_skip(it, config.offset) if config.offset > 0 else 0 for it in ref_its]
+    return _Inputs(
+        test_name=test_name,
+        names=names,
+        labels=labels,
+        test_it=test_it,
+        ref_its=ref_its,
+        skipped_test=skipped_test,
+        skipped_ref=skipped_ref,
+        start=max(0, -config.offset),
+    )
+
+
+def _check_first_sizes(test: np.ndarray | Yuv420Frame, refs: list[Any], inputs: _Inputs) -> None:
+    """Raise if a reference's first frame is not the size of the test's."""
+    for i, r in enumerate(refs):
+        if r.shape != test.shape:
+            raise InputError(
+                f"frame sizes differ: test {inputs.test_name} is {_size(test)} but reference "
+                f"{inputs.names[i]} is {_size(r)}"
+            )
+
+
+def _check_same_sizes(frames: list[Any], shapes: list[tuple[int, ...]], inputs: _Inputs, index: int) -> None:
+    """Raise if a later frame of any input (test first) changes size; ``index`` is its test frame index."""
+    for name, frame, first in zip([inputs.test_name, *inputs.names], frames, shapes, strict=True):
+        if frame.shape != first:
+            raise InputError(
+                f"frame size changes from {first[1]}x{first[0]} to {_size(frame)} at test frame {index}",
+                path=name,
+            )
+
+
 def measure_frames(
     test_frames: Iterable[np.ndarray],
     reference_frames: Sequence[Iterable[np.ndarray]],
@@ -311,17 +312,8 @@ def measure_frames(
         pairs, or a frame is not (H, W, 3) uint8.
     """
     config = config or MeasureConfig()
-    m = len(reference_frames)
-    if m < 1:
-        raise ValueError("at least one reference is needed")
-    names = list(reference_names or [f"reference {i + 1}" for i in range(m)])
-    labels = list(reference_labels or ["reference", "official", *[f"reference {i + 1}" for i in range(2, m)]])
-    test_it = iter(test_frames)
-    ref_its = [iter(r) for r in reference_frames]
-    skipped_test = _skip(test_it, -config.offset) if config.offset < 0 else 0
-    skipped_ref = [_skip(it, config.offset) if config.offset > 0 else 0 for it in ref_its]
-    start = max(0, -config.offset)
-
+    inputs = _open_inputs(test_frames, reference_frames, config, test_name, reference_names, reference_labels)
+    start = inputs.start
     kernel: _PairKernel | None = None
     shapes: list[tuple[int, ...]] = []
     results: list[Any] = []
@@ -333,36 +325,23 @@ def measure_frames(
     # the GIL); at most 2 × workers frames are in flight.
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="luma-measure") as pool:
         while True:
-            test = next(test_it, None)
-            refs = [next(it, None) for it in ref_its]
+            test = next(inputs.test_it, None)
+            refs = [next(it, None) for it in inputs.ref_its]
             if test is None or any(r is None for r in refs):
                 if test is None and all(r is None for r in refs):
                     break
                 if config.truncate:
                     truncated = True
                     break
-                _raise_count_mismatch(
-                    test, refs, test_it, ref_its, n, skipped_test, skipped_ref, config, test_name, names
-                )
+                _raise_count_mismatch(test, refs, inputs, n, config.offset)
             test = _check_frame(test, test_name, start + n)
-            refs = [_check_frame(r, names[i], start + n + config.offset) for i, r in enumerate(refs)]
+            refs = [_check_frame(r, inputs.names[i], start + n + config.offset) for i, r in enumerate(refs)]
             if kernel is None:
                 shapes = [test.shape, *[r.shape for r in refs]]
-                for i, r in enumerate(refs):
-                    if r.shape != test.shape:
-                        raise InputError(
-                            f"frame sizes differ: test {test_name} is {_size(test)} but reference "
-                            f"{names[i]} is {_size(r)}"
-                        )
+                _check_first_sizes(test, refs, inputs)
                 kernel = _PairKernel(test.shape[0], test.shape[1], config.cell)
             else:
-                for name, frame, first in zip([test_name, *names], [test, *refs], shapes, strict=True):
-                    if frame.shape != first:
-                        raise InputError(
-                            f"frame size changes from {first[1]}x{first[0]} to {_size(frame)} "
-                            f"at test frame {start + n}",
-                            path=name,
-                        )
+                _check_same_sizes([test, *refs], shapes, inputs, start + n)
             pending.append(pool.submit(kernel, test, refs))
             while len(pending) > 2 * max(1, workers):
                 results.append(pending.popleft().result())
@@ -370,24 +349,31 @@ def measure_frames(
         results.extend(f.result() for f in pending)
     if n == 0:
         raise InputError(
-            f"no frame pairs: test {test_name} and reference {names[0]} share no frames "
+            f"no frame pairs: test {test_name} and reference {inputs.names[0]} share no frames "
             f"at offset {config.offset}"
         )
     assert kernel is not None
+    return _frame_lumas(results, kernel, inputs, config, n, truncated)
+
+
+def _frame_lumas(
+    results: list[Any], kernel: _PairKernel, inputs: _Inputs, config: MeasureConfig, n: int, truncated: bool
+) -> tuple[FrameLuma, ...]:
+    """One FrameLuma per reference from the kernel's per-frame sums of the ``n`` pairs."""
     pixels = float(kernel.height * kernel.width)
     cell_area = float(config.cell * config.cell)
     t_chan = np.stack([r[0][0] for r in results])
     t_cells = np.stack([r[0][1] for r in results])
-    frame_index = np.arange(start, start + n, dtype=np.int64)
+    frame_index = np.arange(inputs.start, inputs.start + n, dtype=np.int64)
     out = []
-    for i in range(m):
+    for i in range(len(inputs.ref_its)):
         r_chan = np.stack([r[1][i][0] for r in results])
         r_cells = np.stack([r[1][i][1] for r in results])
         out.append(
             FrameLuma(
-                test_name=test_name,
-                reference_name=names[i],
-                reference_label=labels[i],
+                test_name=inputs.test_name,
+                reference_name=inputs.names[i],
+                reference_label=inputs.labels[i],
                 height=kernel.height,
                 width=kernel.width,
                 cell=config.cell,
@@ -405,37 +391,29 @@ def measure_frames(
     return tuple(out)
 
 
-def _raise_count_mismatch(
-    test: Any,
-    refs: list[Any],
-    test_it: Iterator[Any],
-    ref_its: list[Iterator[Any]],
-    paired: int,
-    skipped_test: int,
-    skipped_ref: list[int],
-    config: MeasureConfig,
-    test_name: str,
-    names: list[str],
-) -> None:
-    """Count what is left of every input and raise an error naming both files."""
-    test_total = skipped_test + paired + (0 if test is None else 1 + _count_rest(test_it))
+def _raise_count_mismatch(test: Any, refs: list[Any], inputs: _Inputs, paired: int, offset: int) -> None:
+    """Count what is left of every input and raise an error naming both files.
+
+    ``test`` and ``refs`` are the items pulled after ``paired`` pairs (``None`` for an input
+    that ended); ``offset`` is the configured pairing offset.
+    """
+    skipped_test, skipped_ref, names = inputs.skipped_test, inputs.skipped_ref, inputs.names
+    test_total = skipped_test + paired + (0 if test is None else 1 + _count_rest(inputs.test_it))
     ref_totals = [
-        skipped_ref[i] + paired + (0 if r is None else 1 + _count_rest(ref_its[i]))
+        skipped_ref[i] + paired + (0 if r is None else 1 + _count_rest(inputs.ref_its[i]))
         for i, r in enumerate(refs)
     ]
     if test_total == 0:
-        raise InputError("the test video yields no frames", path=test_name)
+        raise InputError("the test video yields no frames", path=inputs.test_name)
     for i, total in enumerate(ref_totals):
         if total == 0:
             raise InputError("the reference video yields no frames", path=names[i])
     avail_test = test_total - skipped_test
     i = next(i for i, total in enumerate(ref_totals) if total - skipped_ref[i] != avail_test)
     pairs = min(avail_test, *[t - s for t, s in zip(ref_totals, skipped_ref, strict=True)])
-    shift = (
-        "" if config.offset == 0 else f" at offset {config.offset} (test t ↔ reference t{config.offset:+d})"
-    )
+    shift = "" if offset == 0 else f" at offset {offset} (test t ↔ reference t{offset:+d})"
     raise InputError(
-        f"frame counts differ: test {test_name} has {test_total} frames but reference {names[i]} has "
+        f"frame counts differ: test {inputs.test_name} has {test_total} frames but reference {names[i]} has "
         f"{ref_totals[i]}{shift}; pass truncate (--truncate) to compare the first {max(pairs, 0)} pairs"
     )
 
@@ -593,6 +571,22 @@ def _decoded(path: str | Path, reader: Callable[[str | Path], Iterable[np.ndarra
         raise DecodeError(f"decoding failed ({exc})", path=path, frame_index=index) from exc
 
 
+@dataclass(frozen=True, kw_only=True)
+class StreamConfig:
+    """How :func:`analyze_videos` decodes and streams its inputs: frame sources, threads, read-ahead."""
+
+    test_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None
+    """Frame source of the test video (default ``iter_luma_frames``: the frames of
+    ``native.iter_rgb``, yuv420p ones converted band by band in the kernel); the decoder
+    pairs use cvp's fast reader here."""
+    reference_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None
+    """Frame source of the references (default ``iter_luma_frames``)."""
+    workers: int = MEASURE_WORKERS
+    """Threads converting and measuring frame pairs (``measure_frames``)."""
+    prefetch: int = PREFETCH_FRAMES
+    """Frames each decoder thread may run ahead of the measuring."""
+
+
 def analyze_videos(
     test: str | Path,
     reference: str | Path,
@@ -601,10 +595,7 @@ def analyze_videos(
     geometry: LumaGeometry,
     config: MeasureConfig | None = None,
     keyframes: Sequence[int] | None = None,
-    test_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None,
-    reference_reader: Callable[[str | Path], Iterable[np.ndarray]] | None = None,
-    workers: int = MEASURE_WORKERS,
-    prefetch: int = PREFETCH_FRAMES,
+    streams: StreamConfig | None = None,
 ) -> LumaAnalysis:
     """Analyse a test video against a reference (and optionally an official decode).
 
@@ -618,11 +609,7 @@ def analyze_videos(
     geometry : LatentWindowGeometry or GopGeometry (GOP keyframes come from the test video).
     config : offset, truncation and cell size.
     keyframes : override the test video's keyframes for the GOP model.
-    test_reader, reference_reader : frame sources (default ``iter_luma_frames``: the frames
-        of ``gateway.iter_rgb``, yuv420p ones converted band by band in the kernel); the
-        decoder pairs use cvp's fast reader here.
-    workers : threads converting and measuring frame pairs (``measure_frames``).
-    prefetch : frames each decoder thread may run ahead of the measuring.
+    streams : frame sources, measuring threads and read-ahead (default :class:`StreamConfig`).
 
     Returns
     -------
@@ -640,29 +627,29 @@ def analyze_videos(
     keys: tuple[int, ...] = ()
     if isinstance(geometry, GopGeometry) and geometry.every == 0:
         keys = tuple(int(k) for k in keyframes) if keyframes is not None else infos[0].keyframe_indices
-    test_src = _decoded(test, test_reader or iter_luma_frames)
-    ref_srcs = [_decoded(p, reference_reader or iter_luma_frames) for p in paths[1:]]
-    streams = [Prefetch(s, depth=prefetch) for s in (test_src, *ref_srcs)]
+    streams = streams or StreamConfig()
+    test_src = _decoded(test, streams.test_reader or iter_luma_frames)
+    ref_srcs = [_decoded(p, streams.reference_reader or iter_luma_frames) for p in paths[1:]]
+    prefetched = [Prefetch(s, depth=streams.prefetch) for s in (test_src, *ref_srcs)]
     try:
         measured = measure_frames(
-            streams[0],
-            streams[1:],
+            prefetched[0],
+            prefetched[1:],
             config=config,
             test_name=str(test),
             reference_names=[str(p) for p in paths[1:]],
-            workers=workers,
+            workers=streams.workers,
         )
     finally:
-        for s in streams:
+        for s in prefetched:
             s.close()
     return _analysis(measured, geometry, keys, str(test))
 
 
 __all__ = [
-    "LUMA_WEIGHTS",
-    "FrameLuma",
     "MeasureConfig",
     "Prefetch",
+    "StreamConfig",
     "analyze_frames",
     "analyze_videos",
     "measure_frames",

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+import native
+from backend.codecs import canonical_codec
 from backend.errors import (
     BitcostUnavailableError,
     CodecLensError,
@@ -22,13 +24,11 @@ from backend.errors import (
     UnsupportedVideoError,
 )
 from backend.luma.geometry import GopGeometry, LumaGeometry
-from backend.luma.measure import MeasureConfig, analyze_videos
+from backend.luma.measure import MeasureConfig, StreamConfig, analyze_videos
 from backend.luma.report import LumaAnalysis, _num
 from backend.records import RunWarning, _check, _ShapeRepr
 from backend.stages.probe import ProbeConfig, check_input_file, probe
-from backend.stages.signals import canonical_codec
-from native import gateway
-from native.errors import FFmpegError
+from native import FFmpegError
 
 VIDEO_SUFFIXES: tuple[str, ...] = (
     ".mp4",
@@ -73,11 +73,11 @@ def fast_reader_pair(
     UnsupportedVideoError : a codec the reader cannot read (it reads h264, hevc, vp9).
     InputError, DecodeError : unreadable video.
     """
-    if not gateway.bitcost_reader_available():
+    if not native.bitcost_reader_available():
         raise BitcostUnavailableError("codec-video-prep's fast reader is not installed", path=video)
     codec = probe(video, config=ProbeConfig()).codec_name
-    if codec not in gateway.BITCOST_CODECS:
-        supported = ", ".join(gateway.BITCOST_CODECS)
+    if codec not in native.BITCOST_CODECS:
+        supported = ", ".join(native.BITCOST_CODECS)
         raise UnsupportedVideoError(
             f"cvp's fast reader cannot read this codec ({canonical_codec(codec)}). "
             f"Supported codecs are {supported}.",
@@ -89,9 +89,11 @@ def fast_reader_pair(
         video,
         geometry=geometry or GopGeometry(),
         config=config,
-        test_reader=lambda path: gateway.iter_reader_rgb(path, decoder_log=decoder_log),
-        # cvp's reader converts with swscale; the reference must use the same conversion.
-        reference_reader=_swscale_rgb,
+        streams=StreamConfig(
+            test_reader=lambda path: native.iter_reader_rgb(path, decoder_log=decoder_log),
+            # cvp's reader converts with swscale; the reference must use the same conversion.
+            reference_reader=_swscale_rgb,
+        ),
     )
     warning = _decoder_errors_warning(decoder_log)
     return analysis if warning is None else dataclasses.replace(analysis, warnings=(warning,))
@@ -101,7 +103,7 @@ def _decoder_errors_warning(decoder_log: Sequence[str]) -> RunWarning | None:
     """One ``decoder_errors`` warning for a read's decoder log (None when it printed nothing)."""
     if not decoder_log:
         return None
-    count = gateway.decoder_log_count(decoder_log)
+    count = native.decoder_log_count(decoder_log)
     lines = "line" if count == 1 else "lines"
     return RunWarning(
         "decoder_errors",
@@ -110,7 +112,7 @@ def _decoder_errors_warning(decoder_log: Sequence[str]) -> RunWarning | None:
 
 
 def _swscale_rgb(path: str | Path) -> Iterable[np.ndarray]:
-    return gateway.iter_rgb(path, conversion="swscale")
+    return native.iter_rgb(path, conversion="swscale")
 
 
 def roundtrip_pair(
@@ -149,26 +151,26 @@ def roundtrip_pair(
     except OSError as exc:
         raise OutputError(f"cannot create folder ({exc.strerror or exc})", path=folder) from exc
     encoded = folder / f"{src.stem}.{codec}{suffix}"
-    info = gateway.probe_container(src)
+    info = native.probe_container(src)
     if info.width % 2 or info.height % 2:
         raise InputError(
             f"frame size {info.width}x{info.height} is odd; yuv420p encoders need even sizes", path=src
         )
-    if codec == "libsvtav1" and gateway.svt_av1_stalls(info.width, info.height):
+    if codec == "libsvtav1" and native.svt_av1_stalls(info.width, info.height):
         raise UnsupportedVideoError(
-            f"SVT-AV1 stalls on frames under {gateway.SVT_AV1_MIN_SIDE} pixels on one side and over "
-            f"{gateway.SVT_AV1_SMALL_FRAME} on the other ({info.width}x{info.height}). Supported sizes "
-            f"have both sides at least {gateway.SVT_AV1_MIN_SIDE} pixels or both at most "
-            f"{gateway.SVT_AV1_SMALL_FRAME}.",
+            f"SVT-AV1 stalls on frames under {native.SVT_AV1_MIN_SIDE} pixels on one side and over "
+            f"{native.SVT_AV1_SMALL_FRAME} on the other ({info.width}x{info.height}). Supported sizes "
+            f"have both sides at least {native.SVT_AV1_MIN_SIDE} pixels or both at most "
+            f"{native.SVT_AV1_SMALL_FRAME}.",
             path=src,
         )
 
     def limited(path: str | Path) -> Iterable[np.ndarray]:
-        return itertools.islice(gateway.iter_rgb(path), frames) if frames else gateway.iter_rgb(path)
+        return itertools.islice(native.iter_rgb(path), frames) if frames else native.iter_rgb(path)
 
     index = 0
     try:
-        with gateway.VideoWriter(
+        with native.VideoWriter(
             encoded,
             codec=codec,
             width=info.width,
@@ -184,7 +186,11 @@ def roundtrip_pair(
             f"{codec} round trip failed ({exc.strerror or exc})", path=src, frame_index=index
         ) from exc
     analysis = analyze_videos(
-        encoded, src, geometry=geometry or GopGeometry(), config=config, reference_reader=limited
+        encoded,
+        src,
+        geometry=geometry or GopGeometry(),
+        config=config,
+        streams=StreamConfig(reference_reader=limited),
     )
     return analysis, encoded
 

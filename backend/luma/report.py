@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from backend.imaging import psnr_db
 from backend.luma.geometry import SlotLayout
+from backend.luma.records import FrameLuma
 from backend.records import RunWarning, _check, _ShapeRepr
-from backend.stages.quality import psnr_db
-
-if TYPE_CHECKING:  # measure.py summarises through this module, so the import would be circular at runtime
-    from backend.luma.measure import FrameLuma
 
 JSON_VERSION = 1
 

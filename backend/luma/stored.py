@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import native
 from backend import __version__
 from backend.errors import InputError, StoreError
 from backend.luma.fit import (
@@ -26,11 +27,11 @@ from backend.luma.fit import (
     save_model,
 )
 from backend.luma.geometry import GopGeometry, LumaGeometry, geometry_from_dict
-from backend.luma.measure import FrameLuma, MeasureConfig, analyze_videos, video_keyframes
+from backend.luma.measure import MeasureConfig, analyze_videos, video_keyframes
+from backend.luma.records import FrameLuma
 from backend.luma.report import LumaAnalysis, LumaReport, summarize
 from backend.runs import content_sha256
 from backend.store import SessionStore
-from native import gateway
 
 SOURCES: tuple[str, ...] = ("analyze", "fast-reader", "corrected")
 """How a stored analysis came about: a plain analysis, cvp's fast-reader pair, a corrected video."""
@@ -184,7 +185,7 @@ def store_analysis(
             {"label": r.frames.reference_label, "reference": r.frames.reference_name, **r.summary()}
             for r in analysis.reports
         ],
-        "versions_json": {"codec_lens": __version__, **gateway.versions()},
+        "versions_json": {"codec_lens": __version__, **native.versions()},
         "fit_id": fit_id,
     }
     tables = {

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from backend.config import PROFILES, Profile, option_of, param, validate_fields
+from backend.pipeline.recipe import SelectorOptions
 from backend.stages import decode as decode_mod
 from backend.stages import geometry as geometry_mod
 from backend.stages import group as group_mod
@@ -20,15 +20,35 @@ from backend.stages import select as select_mod
 
 CANVAS_FORMATS = ("jpg", "png")
 
+# Options that change what the expensive front stages (probe … quality) produce, and
+# those that change the score maps; everything else only re-runs group → pack.
+FRONT_OPTIONS = (
+    "profile",
+    "num_sampled_frames",
+    "frame_sampling_mode",
+    "sample_fps",
+    "avoid_keyframes",
+    "patch",
+    "max_pixels",
+    "block_size",
+    "bitcost_grid",
+    "pixel_source",
+    "score",
+)
+SCORE_OPTIONS = ("iframe_score_clip_mode", "iframe_score_clip_percentile")
+
 
 @dataclass(frozen=True, kw_only=True)
-class SelectionOptions:
+class SelectionOptions(SelectorOptions):
     """Every user-facing selection option, named as in cvp's CLI, plus the profile.
 
     The field metadata is the single schema for validation, the CLI and the app. Options
     a stage uses repeat that stage config's field (default, bounds, help): see
     :func:`backend.config.option_of`.
     """
+
+    FRONT_OPTIONS: ClassVar[tuple[str, ...]] = FRONT_OPTIONS
+    SCORE_OPTIONS: ClassVar[tuple[str, ...]] = SCORE_OPTIONS
 
     profile: Profile = param(
         "clean",
@@ -72,13 +92,6 @@ class SelectionOptions:
     def __post_init__(self) -> None:
         validate_fields(self)
         self.stage_configs()  # cross-field checks live in the stage configs
-
-    def replace(self, **changes: Any) -> SelectionOptions:
-        """A copy with some options changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     def stage_configs(self) -> dict[str, Any]:
         """The frozen config of every stage, derived from these options."""
@@ -130,21 +143,3 @@ class SelectionOptions:
             "select": select_mod.SelectConfig(images_per_group=self.images_per_group, profile=prof),
             "pack": pack_mod.PackConfig(images_per_group=self.images_per_group),
         }
-
-
-# Options that change what the expensive front stages (probe … quality) produce, and
-# those that change the score maps; everything else only re-runs group → pack.
-FRONT_OPTIONS = (
-    "profile",
-    "num_sampled_frames",
-    "frame_sampling_mode",
-    "sample_fps",
-    "avoid_keyframes",
-    "patch",
-    "max_pixels",
-    "block_size",
-    "bitcost_grid",
-    "pixel_source",
-    "score",
-)
-SCORE_OPTIONS = ("iframe_score_clip_mode", "iframe_score_clip_percentile")

@@ -1,130 +1,135 @@
-"""The selection run: the stage calls of a selector recipe, in order, each through the stage table."""
+"""cvp's selector: codec-video-prep's stages, through the stage table, declared as one Recipe."""
 
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from backend.errors import PipelineError
 from backend.pipeline.options import SelectionOptions
-from backend.pipeline.quirks import quirk, quirk_on, quirk_warning
-from backend.pipeline.registry import STAGES
-from backend.records import (
-    Candidates,
-    Canvases,
-    DecodedFrames,
-    FrameQuality,
-    Geometry,
-    Groups,
-    RunWarning,
-    ScoreMaps,
-    Selection,
-    VideoInfo,
+from backend.pipeline.recipe import (
+    Front,
+    ProgressCallback,
+    Recipe,
+    ResumeArgs,
+    RunResult,
+    StageClock,
+    Step,
+    StepInput,
+    run_recipe,
+    stage_warnings,
 )
-from backend.stages.decode import FrameResults, FrameWork
+from backend.pipeline.registry import STAGES
+from backend.quirks import quirk, quirk_on, quirk_warning
+from backend.records import Geometry, RunWarning, VideoInfo
+from backend.stages.decode_reads import FrameResults, FrameWork
 from backend.stages.quality import frame_bad_reason
 from backend.stages.score import frame_scores, per_frame_scoring
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-ProgressCallback = Callable[[str, float], None]
-_T = TypeVar("_T")
+__all__ = ["CVP", "Front", "ProgressCallback", "ResumeArgs", "RunResult", "StageClock", "run"]
 
 
-class StageClock:
-    """The stage timer of a selector run: times each stage call and reports it done.
-
-    ``clock(name, fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``, records its wall
-    seconds under ``name`` and calls ``on_progress(name, fraction)``, the fraction being the
-    stage's place in ``stage_names``; :meth:`finish` adds ``total`` (since the clock was made).
-    """
-
-    def __init__(self, stage_names: Sequence[str], on_progress: ProgressCallback | None) -> None:
-        self._names = tuple(stage_names)
-        self._on_progress = on_progress
-        self._start = time.perf_counter()
-        self.timings: dict[str, float] = {}
-
-    def __call__(self, name: str, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        t0 = time.perf_counter()
-        out = fn(*args, **kwargs)
-        self.timings[name] = time.perf_counter() - t0
-        if self._on_progress is not None:
-            self._on_progress(name, (self._names.index(name) + 1) / len(self._names))
-        return out
-
-    def finish(self) -> dict[str, float]:
-        """The per-stage seconds and ``total``."""
-        self.timings["total"] = time.perf_counter() - self._start
-        return self.timings
+def _probe(given: StepInput) -> dict[str, Any]:
+    return {"info": STAGES.lookup("probe").function(given.video, config=given.configs["probe"])}
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """Everything one selection run produced, stage by stage."""
-
-    options: SelectionOptions
-    info: VideoInfo
-    candidates: Candidates
-    geometry: Geometry
-    decoded: DecodedFrames
-    quality: FrameQuality
-    scores: ScoreMaps
-    groups: Groups
-    selection: Selection
-    canvases: Canvases
-    warnings: tuple[RunWarning, ...]
-    timings_secs: dict[str, float]
+def _sample(given: StepInput) -> dict[str, Any]:
+    cfg, info = given.configs, given["info"]
+    sampled = STAGES.lookup("sample").function(info, config=cfg["sample"])
+    return {"sampled": sampled}
 
 
-@dataclass(frozen=True)
-class Front:
-    """Records of the expensive stages, reusable while FRONT_OPTIONS stay the same."""
-
-    info: VideoInfo
-    candidates: Candidates
-    geometry: Geometry
-    decoded: DecodedFrames
-    quality: FrameQuality
+def _keyframes(given: StepInput) -> dict[str, Any]:
+    avoid = STAGES.lookup("keyframes").function
+    return {"candidates": avoid(given["sampled"], given["info"], config=given.configs["keyframes"])}
 
 
-class ResumeArgs(TypedDict, total=False):
-    """The keywords every resumable selector run takes after its options (all optional)."""
-
-    on_progress: ProgressCallback | None
-    """Called as ``on_progress(stage_name, fraction_done)`` after each stage."""
-    front: Front | None
-    """Cached probe … decode records of a run whose front options agree: those stages are skipped."""
-    scores: ScoreMaps | None
-    """Cached score maps (same front and score options): the score stage is skipped where the
-    selector keeps score maps apart from its selection."""
-    info: VideoInfo | None
-    """The probe of the video, when the caller already has it."""
+def _geometry(given: StepInput) -> dict[str, Any]:
+    return {"geometry": STAGES.lookup("geometry").function(given["info"], config=given.configs["geometry"])}
 
 
-def begin(
-    stage_names: Sequence[str], resume: ResumeArgs
-) -> tuple[StageClock, Front | None, ScoreMaps | None, VideoInfo | None]:
-    """The stage clock and the cached records a resumable run starts from.
+def _decode(given: StepInput) -> dict[str, Any]:
+    cfg, geometry = given.configs, given["geometry"]
+    work = _decode_work(cfg, geometry, scores_cached="scores" in given.records)
+    decode = STAGES.lookup("decode").function
+    decoded, per_frame = decode(given["info"], given["candidates"], geometry, config=cfg["decode"], work=work)
+    return {"decoded": decoded, "per_frame": per_frame}
 
-    Raises
-    ------
-    TypeError : a keyword that is not one of :class:`ResumeArgs`.
-    """
-    unknown = sorted(set(resume) - set(ResumeArgs.__annotations__))
-    if unknown:
-        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
-    clock = StageClock(stage_names, resume.get("on_progress"))
-    return clock, resume.get("front"), resume.get("scores"), resume.get("info")
+
+def _quality(given: StepInput) -> dict[str, Any]:
+    assess = STAGES.lookup("quality").function
+    pixels = given["per_frame"].pixels
+    return {"quality": assess(given["decoded"], config=given.configs["quality"], precomputed=pixels)}
+
+
+def _score(given: StepInput) -> dict[str, Any]:
+    grids = given.get("per_frame", FrameResults()).grids
+    score = STAGES.lookup("score").function
+    return {
+        "scores": score(given["decoded"], given["geometry"], config=given.configs["score"], precomputed=grids)
+    }
+
+
+def _group(given: StepInput) -> dict[str, Any]:
+    build = STAGES.lookup("group").function
+    r = given.records
+    return {
+        "groups": build(r["info"], r["candidates"], r["scores"], r["geometry"], config=given.configs["group"])
+    }
+
+
+def _select(given: StepInput) -> dict[str, Any]:
+    r, pick = given.records, STAGES.lookup("select").function
+    selection = pick(
+        r["candidates"], r["scores"], r["quality"], r["groups"], r["geometry"], config=given.configs["select"]
+    )
+    return {"selection": selection}
+
+
+def _pack(given: StepInput) -> dict[str, Any]:
+    r, pack = given.records, STAGES.lookup("pack").function
+    return {"canvases": pack(r["selection"], r["decoded"], r["geometry"], config=given.configs["pack"])}
+
+
+def _no_group_message(records: Mapping[str, Any], configs: Mapping[str, Any]) -> str:
+    return (
+        f"no canvases produced: {records['candidates'].frame_indices.size} candidates never formed a group "
+        f"of at least {configs['group'].frame_limits[0]} frames"
+    )
+
+
+def _warnings(records: Mapping[str, Any], options: SelectionOptions) -> tuple[RunWarning, ...]:
+    return _run_warnings(options, records["info"], records["geometry"]) + stage_warnings(records)
+
+
+CVP = Recipe(
+    "cvp",
+    front=(
+        Step("probe", _probe, ("info",)),
+        Step("sample", _sample, ("sampled",)),
+        Step("keyframes", _keyframes, ("candidates",)),
+        Step("geometry", _geometry, ("geometry",)),
+        Step("decode", _decode, ("decoded", "per_frame")),
+        Step("quality", _quality, ("quality",)),
+    ),
+    back=(
+        Step("score", _score, ("scores",)),
+        Step("group", _group, ("groups",)),
+        Step("select", _select, ("selection",)),
+        Step("pack", _pack, ("canvases",)),
+    ),
+    warnings=_warnings,
+    empty_message=_no_group_message,
+)
+"""codec-video-prep's pipeline: the stage table's stages, in its order."""
 
 
 def run(video: str | Path, *, options: SelectionOptions, **resume: Unpack[ResumeArgs]) -> RunResult:
-    """Run every stage on one video.
+    """Run every stage of cvp's pipeline on one video.
 
     Parameters
     ----------
@@ -142,54 +147,7 @@ def run(video: str | Path, *, options: SelectionOptions, **resume: Unpack[Resume
     ------
     InputError, UnsupportedVideoError, BitcostUnavailableError, DecodeError, PipelineError.
     """
-    cfg = options.stage_configs()
-    clock, front, scores, info = begin(STAGES.names, resume)
-
-    def call(name: str, *inputs: Any, **extra: Any) -> Any:
-        return clock(name, STAGES.lookup(name).function, *inputs, config=cfg[name], **extra)
-
-    if front is None:
-        if info is None:
-            info = call("probe", video)
-        sampled = call("sample", info)
-        candidates = call("keyframes", sampled, info)
-        geometry = call("geometry", info)
-        work = _decode_work(cfg, geometry, scores_cached=scores is not None)
-        decoded, per_frame = call("decode", info, candidates, geometry, work=work)
-        quality = call("quality", decoded, precomputed=per_frame.pixels)
-    else:
-        info, candidates, geometry = front.info, front.candidates, front.geometry
-        decoded, quality = front.decoded, front.quality
-        per_frame = FrameResults()
-    if scores is None:
-        scores = call("score", decoded, geometry, precomputed=per_frame.grids)
-    groups = call("group", info, candidates, scores, geometry)
-    selection = call("select", candidates, scores, quality, groups, geometry)
-    if not selection.groups:
-        raise PipelineError(
-            f"no canvases produced: {candidates.frame_indices.size} candidates never formed a group "
-            f"of at least {cfg['group'].frame_limits[0]} frames",
-            path=info.path,
-            stage="select",
-        )
-    canvases = call("pack", selection, decoded, geometry)
-    timings = clock.finish()
-    warnings = _run_warnings(options, info, geometry)
-    warnings += candidates.warnings + decoded.warnings + groups.warnings + selection.warnings
-    return RunResult(
-        options=options,
-        info=info,
-        candidates=candidates,
-        geometry=geometry,
-        decoded=decoded,
-        quality=quality,
-        scores=scores,
-        groups=groups,
-        selection=selection,
-        canvases=canvases,
-        warnings=warnings,
-        timings_secs=timings,
-    )
+    return run_recipe(CVP, video, options=options, **resume)
 
 
 def _decode_work(cfg: dict[str, Any], geometry: Geometry, *, scores_cached: bool) -> FrameWork:

@@ -39,7 +39,7 @@ from backend.render.heatmap import (
     video_raw_max,
 )
 from backend.render.text import draw_anchor_label, draw_bad_label
-from backend.stages.signals import canonical_codec
+from backend.codecs import canonical_codec
 
 KEPT_BORDER_PX = 2
 ANCHOR_BORDER_PX = 4

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+import native
 from backend.pipeline import Front, RunResult
 from backend.records import (
     Candidates,
@@ -27,7 +28,6 @@ from backend.records import (
 )
 from backend.selectors import spec_of
 from backend.store import SessionStore
-from native import gateway
 
 CACHE_FORMAT = 1
 _BACK = "back.pkl"  # the later records of a selector that cannot resume from its front
@@ -35,7 +35,7 @@ _BACK = "back.pkl"  # the later records of a selector that cannot resume from it
 
 def cache_key(content: str, options: Any) -> str:
     """Key of a decode: content hash, decoder and version, the selector and every front option."""
-    versions = gateway.versions()
+    versions = native.versions()
     spec = spec_of(options)
     front = {k: getattr(options, k) for k in spec.cache_options()}
     key: dict[str, Any] = {"sha256": content, "decoder": versions, "front": front, "format": CACHE_FORMAT}
@@ -169,7 +169,7 @@ def save_front(store: SessionStore, key: str, content: str, result: RunResult) -
         {
             "content_sha256": content,
             "decoder": dec.pixel_source,
-            "decoder_version": json.dumps(gateway.versions()),
+            "decoder_version": json.dumps(native.versions()),
             "geometry": dataclasses.asdict(geo),
             "signal_kind": dec.grid_key,
         },

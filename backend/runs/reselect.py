@@ -6,10 +6,10 @@ import time
 from typing import Any
 
 from backend.errors import StoreError
-from backend.pipeline import ProgressCallback, RunResult
+from backend.pipeline.recipe import ProgressCallback, RunResult
 from backend.runs.decode_cache import cached_front, cached_scores
-from backend.runs.store_run import select_and_store
-from backend.selectors import SELECTORS, check_options, options_for
+from backend.runs.plan import ReselectPlan, plan_reselection
+from backend.runs.store_run import CachedDecode, select_and_store
 from backend.store import SessionStore
 from backend.store.runs import RunRow
 
@@ -36,47 +36,61 @@ def reselect(
     Returns
     -------
     (new run_id, RunResult, how: ``cache`` / ``cache+scores`` / ``full``).
+
+    Raises
+    ------
+    StoreError : the run is unknown or not done. ValueError : an option the selector does not take.
     """
     if parent is None or parent.run_id != run_id:
         parent = store.get_run(run_id)
     if parent.status != "done":
         raise StoreError(f"run {run_id} is {parent.status}, not done", path=store.path, stage="reselect")
-    target = selector or parent.selector
-    check_options(target, changes)
-    spec = SELECTORS.lookup(target)
-    before = options_for(target, parent.config if target == parent.selector else {})
-    options = before.replace(**changes)
-    video = parent.video_path
-    front_same = (
-        target == parent.selector
-        and spec.resumable
-        and all(getattr(options, k) == getattr(before, k) for k in spec.front_options)
-    )
+    plan = plan_reselection(store, parent, changes, selector=selector, memory=memory)
+    return run_plan(store, plan, on_progress=on_progress, memory=memory)
+
+
+def run_plan(
+    store: SessionStore,
+    plan: ReselectPlan,
+    *,
+    on_progress: ProgressCallback | None = None,
+    memory: dict[str, Any] | None = None,
+) -> tuple[str, RunResult, str]:
+    """Carry out a re-selection plan: from the cached decode when it serves, else a full run.
+
+    Returns
+    -------
+    (new run_id, RunResult, how: ``cache`` / ``cache+scores`` / ``full``).
+    """
+    parent, options = plan.parent, plan.options
     t0 = time.perf_counter()
-    front, folder = (
-        cached_front(store, parent.cache_key, memory) if parent.cache_key and front_same else (None, None)
-    )
+    key = parent.cache_key
+    # The cache is read even when the plan saw it gone: it may have come back; a decode that went
+    # since the plan was made means a full run.
+    front, folder = cached_front(store, key, memory) if key and plan.same_front else (None, None)
     if front is None:
         new_id, result = select_and_store(
-            video, store, options=options, on_progress=on_progress, parent_run_id=run_id
+            parent.video_path, store, options=options, on_progress=on_progress, parent_run_id=parent.run_id
         )
         return new_id, result, "full"
-    assert parent.cache_key is not None
-    scores = cached_scores(store, parent.cache_key, folder, options, front, memory)
-    same_scores = scores is not None and all(
-        getattr(options, k) == getattr(before, k) for k in spec.score_options
+    assert key is not None
+    scores = cached_scores(store, key, folder, options, front, memory)
+    reuse = CachedDecode(
+        front=front,
+        key=key,
+        session_id=parent.session_id,
+        scores=scores,
+        scores_run_id=(parent.scores_run_id or parent.run_id)
+        if scores is not None and plan.same_scores
+        else None,
     )
     new_id, result = select_and_store(
-        video,
+        parent.video_path,
         store,
         options=options,
         on_progress=on_progress,
-        parent_run_id=run_id,
-        front=front,
-        scores=scores,
-        key=parent.cache_key,
-        session_id=parent.session_id,
-        scores_run_id=(parent.scores_run_id or parent.run_id) if same_scores else None,
+        parent_run_id=parent.run_id,
+        reuse=reuse,
     )
     result.timings_secs["load_cache"] = time.perf_counter() - t0 - result.timings_secs.get("total", 0.0)
     return new_id, result, "cache+scores" if scores is not None else "cache"

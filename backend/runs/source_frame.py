@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
+import native
+from backend.codecs import canonical_codec
 from backend.errors import DecodeError
 from backend.records import VideoInfo
-from backend.stages.signals import canonical_codec
-from native import gateway, side_data
-from native.errors import FFmpegError
+from native import FFmpegError
 
 
 def source_frame(info: VideoInfo, frame_index: int) -> np.ndarray:
@@ -38,7 +38,7 @@ def source_frame(info: VideoInfo, frame_index: int) -> np.ndarray:
             pts = float(info.packet_pts_secs[frame_index])
             seek = float(info.packet_pts_secs[int(keys[-1])])
     try:
-        return gateway.decode_frame_native(info.path, int(frame_index), pts_secs=pts, seek_secs=seek)
+        return native.decode_frame_native(info.path, int(frame_index), pts_secs=pts, seek_secs=seek)
     except (FFmpegError, ValueError, OSError) as exc:
         raise DecodeError(
             f"cannot decode frame {frame_index} ({exc})", path=info.path, stage="native"
@@ -48,7 +48,7 @@ def source_frame(info: VideoInfo, frame_index: int) -> np.ndarray:
 def codec_side_data(info: VideoInfo, frame_indices: list[int]) -> dict[int, dict[str, Any]]:
     """Motion vectors and per-block QP of the wanted frames, in one decode pass.
 
-    Only what the codec exports is read (``native.side_data``: vectors for H.264 and MPEG-4,
+    Only what the codec exports is read (``native.iter_side_data``: vectors for H.264 and MPEG-4,
     QP for H.264, VP9 and MPEG-2); others come back empty.
 
     Returns
@@ -62,16 +62,15 @@ def codec_side_data(info: VideoInfo, frame_indices: list[int]) -> dict[int, dict
     DecodeError : the file cannot be decoded (naming it).
     """
     codec = canonical_codec(info.codec_name)
-    want_mv, want_qp = side_data.exports_motion_vectors(codec), side_data.exports_block_qp(codec)
+    want_mv, want_qp = native.exports_motion_vectors(codec), native.exports_block_qp(codec)
     wanted = {int(f) for f in frame_indices}
     out: dict[int, dict[str, Any]] = {
-        f: {"mvs": np.zeros((0, len(side_data.MV_COLUMNS)), np.int32), "qp": None, "qp_unit": 16}
-        for f in wanted
+        f: {"mvs": np.zeros((0, len(native.MV_COLUMNS)), np.int32), "qp": None, "qp_unit": 16} for f in wanted
     }
     if not wanted or not (want_mv or want_qp):
         return out
     try:
-        for item in side_data.iter_frames(
+        for item in native.iter_side_data(
             info.path, luma=False, motion_vectors=want_mv, block_qp=want_qp, last_index=max(wanted)
         ):
             f = item["frame_index"]
@@ -81,8 +80,8 @@ def codec_side_data(info: VideoInfo, frame_indices: list[int]) -> dict[int, dict
                 out[f]["mvs"] = item["mvs"]
             if want_qp and item.get("qp") is not None:
                 out[f]["qp"] = item["qp"]
-                out[f]["qp_unit"] = side_data.QP_UNIT.get(item["qp_type"] or "", 16)
-    except side_data.SideDataError as exc:
+                out[f]["qp_unit"] = native.QP_UNIT.get(item["qp_type"] or "", 16)
+    except native.SideDataError as exc:
         raise DecodeError(f"cannot read codec side data ({exc})", path=info.path, stage="native") from exc
     return out
 
@@ -91,4 +90,4 @@ def codec_layer_support(codec_name: str) -> dict[str, bool]:
     """Which codec layers the decoder of ``codec_name`` exports: ``mv`` (motion vectors), ``qp``
     (per-block QP)."""
     codec = canonical_codec(codec_name)
-    return {"mv": side_data.exports_motion_vectors(codec), "qp": side_data.exports_block_qp(codec)}
+    return {"mv": native.exports_motion_vectors(codec), "qp": native.exports_block_qp(codec)}

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import native
 from backend import __version__
 from backend.errors import CodecLensError, StoreError
-from backend.pipeline import Front, ProgressCallback, RunResult
+from backend.pipeline.recipe import (
+    FRONT_RECORDS,
+    Front,
+    ProgressCallback,
+    RunResult,
+    SelectorOptions,
+    assemble,
+)
 from backend.records import ScoreMaps
 from backend.runs.decode_cache import (
     DEFAULT_CACHE_BUDGET_BYTES,
@@ -20,10 +29,10 @@ from backend.runs.decode_cache import (
     save_front,
     save_scores,
 )
+from backend.runs.plan import front_is_cached
 from backend.selectors import options_for, select, selector_of, spec_of
 from backend.stages.probe import ProbeConfig, probe
 from backend.store import SessionStore, run_columns, run_summary
-from native import gateway
 
 
 def content_sha256(path: str | Path) -> str:
@@ -35,28 +44,37 @@ def content_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class CachedDecode:
+    """Where a re-selection starts: the parent run's cached front, its cache key and its video's session."""
+
+    front: Front
+    key: str
+    session_id: str
+    scores: ScoreMaps | None = None
+    """The parent's cached score maps, when the score options agree."""
+    scores_run_id: str | None = None
+    """The run whose stored score grids these are (they are not stored again)."""
+
+
 def select_and_store(
     video: str | Path,
     store: SessionStore,
     *,
-    options: Any,
+    options: SelectorOptions,
     on_progress: ProgressCallback | None = None,
     parent_run_id: str | None = None,
-    front: Front | None = None,
-    scores: ScoreMaps | None = None,
+    reuse: CachedDecode | None = None,
     content: str | None = None,
-    key: str | None = None,
-    scores_run_id: str | None = None,
-    session_id: str | None = None,
     cache_budget_bytes: int = DEFAULT_CACHE_BUDGET_BYTES,
 ) -> tuple[str, RunResult]:
     """Run the selector ``options`` belong to, store every table and the decode cache; a failure
     marks the run failed.
 
     ``options``: the options of any selector of ``backend.selectors.SELECTORS`` (``SelectionOptions``
-    for cvp). A re-selection passes the cached ``front`` with its cache ``key`` and ``session_id``;
-    the video is then neither hashed nor read. After a new decode is cached, older ones
-    are removed (least recently used first) while the cache exceeds ``cache_budget_bytes``.
+    for cvp). A re-selection passes the cached decode as ``reuse``; the video is then neither hashed
+    nor read. ``content``: the video's sha256 when the caller has it. After a new decode is cached,
+    older ones are removed (least recently used first) while the cache exceeds ``cache_budget_bytes``.
 
     Returns
     -------
@@ -64,23 +82,28 @@ def select_and_store(
     """
     # Probed first: its input checks name a missing or unreadable file before it is hashed.
     selector = selector_of(options)
+    front = reuse.front if reuse is not None else None
+    scores = reuse.scores if reuse is not None else None
     # cvp's parity profile probes as cvp does (frame count estimated from the duration); the other
     # selectors reproduce other readers and count packets.
     probe_profile = options.profile if selector == "cvp" else "clean"
     info = front.info if front is not None else probe(video, config=ProbeConfig(profile=probe_profile))
-    if content is None and (front is None or key is None or session_id is None):
+    if content is None and reuse is None:
         content = content_sha256(video)
+    session_id = reuse.session_id if reuse is not None else None
     if session_id is None:
         assert content is not None
         session_id = store.ensure_session(info, content)
     run_kwargs = {
         "profile": options.profile,
         "config": options.as_dict(),
-        "versions": {"codec_lens": __version__, **gateway.versions()},
+        "versions": {"codec_lens": __version__, **native.versions()},
         "parent_run_id": parent_run_id,
         "selector": selector,
     }
-    if key is None:
+    if reuse is not None:
+        key = reuse.key
+    else:
         assert content is not None
         key = cache_key(content, options)
     # A full run is visible as ``running`` while it decodes; a re-selection from the
@@ -90,6 +113,7 @@ def select_and_store(
         result = select(
             video, options=options, on_progress=on_progress, front=front, scores=scores, info=info
         )
+        scores_run_id = reuse.scores_run_id if reuse is not None else None
         # Score grids reused from scores_run_id are stored there already.
         tables = run_columns(result, score_grids=scores_run_id is None)
         summary = run_summary(result, key, scores_run_id)
@@ -121,12 +145,7 @@ def decode_is_cached(store: SessionStore, run_id: str, *, memory: dict[str, Any]
         key = store.get_run(run_id).cache_key
     except StoreError:
         return False
-    if not key:
-        return False
-    if memory is not None and key in memory:
-        return True
-    folder = store.cache_lookup(key)
-    return folder is not None and (folder / "records.json").is_file()
+    return front_is_cached(store, key, memory)
 
 
 def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None = None) -> RunResult:
@@ -162,18 +181,7 @@ def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None 
         if scores is None:
             raise StoreError(f"run {run_id}'s cached score maps are missing", path=store.path, stage="open")
         groups, selection, canvases, warnings, timings = back
-        return RunResult(
-            options=options,
-            info=front.info,
-            candidates=front.candidates,
-            geometry=front.geometry,
-            decoded=front.decoded,
-            quality=front.quality,
-            scores=scores,
-            groups=groups,
-            selection=selection,
-            canvases=canvases,
-            warnings=warnings,
-            timings_secs=dict(timings),
-        )
+        records = {name: getattr(front, name) for name in FRONT_RECORDS}
+        records |= {"scores": scores, "groups": groups, "selection": selection, "canvases": canvases}
+        return assemble(options, records, warnings, dict(timings))
     return select(row.video_path, options=options, front=front, scores=scores, info=front.info)

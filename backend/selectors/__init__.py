@@ -1,15 +1,15 @@
-"""Selectors: named recipes of stage variants that all produce a ``backend.pipeline.RunResult``.
+"""Selectors: recipes of stage functions that all produce a ``backend.pipeline.recipe.RunResult``.
 
 ``SELECTORS`` is the table every entry point dispatches through (CLI ``--selector``, the Run
 tab, re-selection, comparisons, the store). Each entry names its function
-``select(video, *, options, on_progress=None) -> RunResult`` and its options class (a frozen,
-keyword-only dataclass whose ``param`` metadata is the schema of its CLI flags and app
-controls). A *resumable* selector's function also takes ``front=``, ``scores=`` and ``info=``
-like ``backend.pipeline.run``: runs whose ``front_options`` agree then share one cached decode,
-and re-selection re-runs only the cheap stages.
+``select(video, *, options, on_progress=None) -> RunResult`` (``run_recipe`` over the selector's
+``Recipe``) and its options class, a ``SelectorOptions`` (a frozen, keyword-only dataclass whose
+``param`` metadata is the schema of its CLI flags and app controls). A *resumable* selector's
+function also takes ``front=``, ``scores=`` and ``info=``: runs whose ``FRONT_OPTIONS`` agree then
+share one cached decode, and re-selection re-runs only the cheap stages.
 
-Adding a selector: its stage variants in their modules' registries, a recipe function, an
-options class, and one ``SelectorSpec`` row below.
+Adding a selector: one module with its options class, its step functions and its ``Recipe``
+(``docs/architecture.md``, "Where to add things"), and one ``SelectorSpec`` row below.
 """
 
 from __future__ import annotations
@@ -17,39 +17,58 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from backend.config import Registry, Variant
-from backend.pipeline import FRONT_OPTIONS, SCORE_OPTIONS, SelectionOptions, run
+from backend.pipeline.options import SelectionOptions
+from backend.pipeline.recipe import ProgressCallback, ResumeArgs, RunResult, SelectorOptions
+from backend.pipeline.runner import run
 from backend.records import Geometry
 from backend.selectors.llava_ov2.options import LlavaOv2Options
 from backend.selectors.llava_ov2.run import select_llava_ov2
 from backend.selectors.onevision import OnevisionOptions, picture_blocks, select_onevision
 from backend.selectors.uniform import UniformOptions, select_uniform
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 
 @dataclass(frozen=True)
 class SelectorSpec(Variant):
     """One selector: ``function(video, *, options, on_progress=None) -> RunResult`` and its options class.
 
-    ``config_class`` is the options class (also :attr:`options_cls`). ``resumable``: the function
-    takes ``front``/``scores``/``info`` (see the module docstring). ``front_options`` and
-    ``score_options``: the options whose change invalidates the cached decode and the cached
-    score maps (empty for a selector that is not resumable: every option then counts).
-    ``picture_box``: see the field.
+    ``config_class`` is the options class (also :attr:`options_cls`), a :class:`SelectorOptions`
+    whose ``FRONT_OPTIONS`` and ``SCORE_OPTIONS`` name what a cached decode and cached score maps
+    depend on. ``resumable``: the function takes ``front``/``scores``/``info`` (see the module
+    docstring). ``picture_box``: see the field.
     """
 
     resumable: bool = False
-    front_options: tuple[str, ...] = ()
-    score_options: tuple[str, ...] = ()
     picture_box: Callable[[Geometry], tuple[int, int, int, int]] | None = None
     """For a selector whose frames carry bars (onevision letterboxes): ``(r0, r1, c0, c1)``, the
     block rows and columns that show the picture. None: the whole block grid does."""
 
+    def __post_init__(self) -> None:
+        if not (isinstance(self.config_class, type) and issubclass(self.config_class, SelectorOptions)):
+            raise ValueError(
+                f"Invalid options class ({self.config_class!r}). Supported values are SelectorOptions."
+            )
+
     @property
-    def options_cls(self) -> type:
+    def options_cls(self) -> type[SelectorOptions]:
         assert self.config_class is not None
         return self.config_class
+
+    @property
+    def front_options(self) -> tuple[str, ...]:
+        """The options whose change invalidates the cached decode (empty when not resumable)."""
+        return self.options_cls.FRONT_OPTIONS if self.resumable else ()
+
+    @property
+    def score_options(self) -> tuple[str, ...]:
+        """The options whose change invalidates the cached score maps."""
+        return self.options_cls.SCORE_OPTIONS if self.resumable else ()
 
     def cache_options(self) -> tuple[str, ...]:
         """The options a cached decode of this selector depends on."""
@@ -68,8 +87,6 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "LLaVA-OneVision-2 and Mage-VL checkpoints)",
             SelectionOptions,
             resumable=True,
-            front_options=FRONT_OPTIONS,
-            score_options=SCORE_OPTIONS,
         ),
         SelectorSpec(
             "llava-ov2",
@@ -78,7 +95,6 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "with temporal quotas per GOP",
             LlavaOv2Options,
             resumable=True,
-            front_options=LlavaOv2Options.FRONT_OPTIONS,
         ),
         SelectorSpec(
             "onevision",
@@ -94,14 +110,13 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "baseline: N evenly spaced whole frames, one canvas each",
             UniformOptions,
             resumable=True,
-            front_options=UniformOptions.FRONT_OPTIONS,
         ),
     ),
 )
 SELECTOR_NAMES = SELECTORS.names
 
 
-def spec_of(options: Any) -> SelectorSpec:
+def spec_of(options: SelectorOptions) -> SelectorSpec:
     """The selector whose options class ``options`` is an instance of."""
     for spec in SELECTORS.values():
         if type(options) is spec.options_cls:
@@ -110,12 +125,12 @@ def spec_of(options: Any) -> SelectorSpec:
     raise ValueError(f"Invalid options ({type(options).__name__}). Supported values are {names}.")
 
 
-def selector_of(options: Any) -> str:
+def selector_of(options: SelectorOptions) -> str:
     """The name of the selector ``options`` belong to (``cvp`` for SelectionOptions)."""
     return spec_of(options).name
 
 
-def picture_of(options: Any, geometry: Geometry) -> tuple[int, int, int, int]:
+def picture_of(options: SelectorOptions, geometry: Geometry) -> tuple[int, int, int, int]:
     """``(r0, r1, c0, c1)``: the block rows and columns of a run's grid that show the picture (the
     whole grid unless its selector adds bars, see :attr:`SelectorSpec.picture_box`)."""
     spec = spec_of(options)
@@ -130,7 +145,7 @@ def option_names(selector: str) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(SELECTORS.lookup(selector).options_cls))
 
 
-def options_for(selector: str, values: Mapping[str, Any] | None = None) -> Any:
+def options_for(selector: str, values: Mapping[str, Any] | None = None) -> SelectorOptions:
     """The options of ``selector`` from ``values`` (keys it does not take are ignored: a stored
     config may hold options a later version dropped).
 
@@ -162,7 +177,13 @@ def check_options(selector: str, given: Mapping[str, Any]) -> None:
         )
 
 
-def select(video: Any, *, options: Any, on_progress: Any = None, **resume: Any) -> Any:
+def select(
+    video: str | Path,
+    *,
+    options: SelectorOptions,
+    on_progress: ProgressCallback | None = None,
+    **resume: Unpack[ResumeArgs],
+) -> RunResult:
     """Run the selector ``options`` belong to; ``resume`` (front, scores, info) for resumable ones."""
     spec = spec_of(options)
     if resume and not spec.resumable:
@@ -173,6 +194,7 @@ def select(video: Any, *, options: Any, on_progress: Any = None, **resume: Any) 
 __all__ = [
     "SELECTORS",
     "SELECTOR_NAMES",
+    "SelectorOptions",
     "SelectorSpec",
     "check_options",
     "option_names",

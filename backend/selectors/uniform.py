@@ -10,19 +10,25 @@ are zero.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-# OpenCV and PyAV (native.stream_decode) load in _decode(): backend.selectors imports this module
+# OpenCV and PyAV (through native) load in _decode(): backend.selectors imports this module
 # for UniformOptions, and a batch re-run that skips everything must not load a decoder.
 from backend.config import option_of, param, validate_fields
 from backend.errors import DecodeError
-from backend.pipeline import RunResult
-from backend.pipeline.runner import ResumeArgs, begin
+from backend.pipeline.recipe import (
+    Recipe,
+    ResumeArgs,
+    RunResult,
+    SelectorOptions,
+    Step,
+    StepInput,
+    run_recipe,
+)
 from backend.records import (
     Candidates,
     DecodedFrames,
@@ -43,11 +49,9 @@ from backend.stages.probe import ProbeConfig, probe
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-STAGE_NAMES = ("probe", "sample", "geometry", "decode", "group", "select", "pack")
-
 
 @dataclass(frozen=True, kw_only=True)
-class UniformOptions:
+class UniformOptions(SelectorOptions):
     """Options of the uniform baseline."""
 
     FRONT_OPTIONS: ClassVar[tuple[str, ...]] = ("num_frames", "patch", "block_size", "max_pixels")
@@ -85,11 +89,16 @@ class UniformOptions:
         """Uniform reproduces no reference: it has only the clean behaviour."""
         return "clean"
 
-    def replace(self, **changes: Any) -> UniformOptions:
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def stage_configs(self) -> dict[str, Any]:
+        """The probe, geometry and pack configs, and the decoder's thread count."""
+        return {
+            "probe": ProbeConfig(profile="clean"),
+            "geometry": GeometryConfig(
+                patch=self.patch, block_size=self.block_size, max_pixels=self.max_pixels
+            ),
+            "decode": decoder_thread_count(self.workers),
+            "pack": PackConfig(images_per_group=self.images_per_group),
+        }
 
 
 def uniform_indices(total: int, n: int) -> np.ndarray:
@@ -110,8 +119,8 @@ def uniform_indices(total: int, n: int) -> np.ndarray:
 def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int], *, threads: int) -> DecodedFrames:
     import cv2
 
-    from native import stream_decode
-    from native.side_data import SideDataError
+    import native
+    from native import SideDataError
 
     h, w = hw
     n = int(ids.size)
@@ -120,7 +129,7 @@ def _decode(info: VideoInfo, ids: np.ndarray, hw: tuple[int, int], *, threads: i
     row_of = {int(fid): row for row, fid in enumerate(ids)}
     reached = np.zeros(n, bool)
     try:
-        for item in stream_decode.iter_stream(info.path, frozenset(row_of), thread_count=threads):
+        for item in native.iter_stream(info.path, frozenset(row_of), thread_count=threads):
             row = row_of.get(item["frame_index"])
             if row is None:
                 continue
@@ -198,45 +207,34 @@ def _select(groups: Groups, candidates: Candidates, geometry: Geometry, images_p
     return Selection(tuple(selections), ())
 
 
-def select_uniform(video: str | Path, *, options: UniformOptions, **resume: Unpack[ResumeArgs]) -> RunResult:
-    """Run the uniform baseline on one video (``resume``: ``on_progress``, ``info``, ``front`` a cached
-    decode; ``scores`` is unused; see ``backend.pipeline.runner.ResumeArgs``).
+def _probe(given: StepInput) -> dict[str, Any]:
+    return {"info": probe(given.video, config=given.configs["probe"])}
 
-    Returns
-    -------
-    RunResult whose canvases are the sampled frames, whole, in order; groups of
-    ``images_per_group`` frames, each group's first frame its anchor.
-    """
-    clock, front, _, info = begin(STAGE_NAMES, resume)
-    if front is None:
-        given = info
-        info = clock("probe", lambda: given or probe(video, config=ProbeConfig(profile="clean")))
-        candidates = clock("sample", _candidates, info, options.num_frames)
-        geometry = clock(
-            "geometry",
-            resolve_geometry,
-            info,
-            config=GeometryConfig(
-                patch=options.patch, block_size=options.block_size, max_pixels=options.max_pixels
-            ),
-        )
-        decoded = clock(
-            "decode",
-            _decode,
-            info,
-            candidates.frame_indices,
-            geometry.processed_hw,
-            threads=decoder_thread_count(options.workers),
-        )
-        kept = int(candidates.frame_indices.size)
-        quality = FrameQuality(good=np.ones(kept, bool), reasons=("",) * kept)
-    else:
-        info, candidates, geometry = front.info, front.candidates, front.geometry
-        decoded, quality = front.decoded, front.quality
+
+def _sample(given: StepInput) -> dict[str, Any]:
+    return {"candidates": _candidates(given["info"], given.options.num_frames)}
+
+
+def _geometry(given: StepInput) -> dict[str, Any]:
+    return {"geometry": resolve_geometry(given["info"], config=given.configs["geometry"])}
+
+
+def _decode_frames(given: StepInput) -> dict[str, Any]:
+    ids = given["candidates"].frame_indices
+    decoded = _decode(given["info"], ids, given["geometry"].processed_hw, threads=given.configs["decode"])
+    kept = int(ids.size)
+    return {"decoded": decoded, "quality": FrameQuality(good=np.ones(kept, bool), reasons=("",) * kept)}
+
+
+def _group(given: StepInput) -> dict[str, Any]:
+    return {"groups": _groups(int(given["candidates"].frame_indices.size), given.options.images_per_group)}
+
+
+def _select_all(given: StepInput) -> dict[str, Any]:
+    """Every block of the non-anchor frames, and zero score maps (no codec signal is read)."""
+    candidates, geometry = given["candidates"], given["geometry"]
     n = int(candidates.frame_indices.size)
-    ipg = options.images_per_group
-    groups = clock("group", _groups, n, ipg)
-    selection = clock("select", _select, groups, candidates, geometry, ipg)
+    selection = _select(given["groups"], candidates, geometry, given.options.images_per_group)
     hb, wb = geometry.grid_hw
     bh, bw = geometry.block_grid_hw
     scores = ScoreMaps(
@@ -246,19 +244,38 @@ def select_uniform(video: str | Path, *, options: UniformOptions, **resume: Unpa
         block_scores=np.zeros((n, bh * bw), np.float32),
         iframe_clip_cap=None,
     )
-    canvases = clock("pack", pack, selection, decoded, geometry, config=PackConfig(images_per_group=ipg))
-    timings = clock.finish()
-    return RunResult(
-        options=options,
-        info=info,
-        candidates=candidates,
-        geometry=geometry,
-        decoded=decoded,
-        quality=quality,
-        scores=scores,
-        groups=groups,
-        selection=selection,
-        canvases=canvases,
-        warnings=(),
-        timings_secs=timings,
-    )
+    return {"selection": selection, "scores": scores}
+
+
+def _pack(given: StepInput) -> dict[str, Any]:
+    r = given.records
+    return {"canvases": pack(r["selection"], r["decoded"], r["geometry"], config=given.configs["pack"])}
+
+
+UNIFORM = Recipe(
+    "uniform",
+    front=(
+        Step("probe", _probe, ("info",)),
+        Step("sample", _sample, ("candidates",)),
+        Step("geometry", _geometry, ("geometry",)),
+        Step("decode", _decode_frames, ("decoded", "quality")),
+    ),
+    back=(
+        Step("group", _group, ("groups",)),
+        Step("select", _select_all, ("selection", "scores")),
+        Step("pack", _pack, ("canvases",)),
+    ),
+    reuses_scores=False,
+)
+
+
+def select_uniform(video: str | Path, *, options: UniformOptions, **resume: Unpack[ResumeArgs]) -> RunResult:
+    """Run the uniform baseline on one video (``resume``: ``on_progress``, ``info``, ``front`` a cached
+    decode; ``scores`` is unused; see ``backend.pipeline.recipe.ResumeArgs``).
+
+    Returns
+    -------
+    RunResult whose canvases are the sampled frames, whole, in order; groups of
+    ``images_per_group`` frames, each group's first frame its anchor.
+    """
+    return run_recipe(UNIFORM, video, options=options, **resume)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from backend.config import PROFILES, Profile, param, validate_fields
 from backend.errors import UnsupportedVideoError
-from backend.pipeline.quirks import quirk_on
+from backend.quirks import quirk_on
 from backend.records import Geometry, VideoInfo
 
 MIN_FRAME_SIDE = 16  # one macroblock; below this no codec grid covers a patch

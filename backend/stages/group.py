@@ -12,7 +12,7 @@ import numpy as np
 
 from backend.config import PROFILES, Profile, Registry, Variant, param, validate_fields
 from backend.errors import PipelineError
-from backend.pipeline.quirks import quirk, quirk_on, quirk_warning
+from backend.quirks import quirk, quirk_on, quirk_warning
 from backend.records import (
     Candidates,
     Geometry,
@@ -416,6 +416,54 @@ def fixed_groups(
     return Groups(tuple(specs), float(config.readiness_sum_threshold), debug, (), None, ())
 
 
+def _raised_limit_warnings(config: GroupConfig) -> list[RunWarning]:
+    """The ``group_limits_raised`` warning when the run's frame limits differ from the given ones."""
+    mn, mx = config.frame_limits
+    raised = [
+        f"{name} {given} ran as {used}"
+        for name, given, used in (
+            ("min_group_frames", config.min_group_frames, mn),
+            ("max_group_frames", config.max_group_frames, mx),
+        )
+        if given != used
+    ]
+    if raised:  # only where the quirk is on: other profiles refuse such limits
+        cite = quirk("group_limits_raised").cite
+        return [quirk_warning("group_limits_raised", f"{'; '.join(raised)} ({cite})")]
+    return []
+
+
+def _close_tail(
+    specs: list[GroupSpec],
+    start: int,
+    ids: np.ndarray,
+    block_scores: np.ndarray,
+    *,
+    minimum: int,
+    budget: int,
+    bins: int,
+    profile: str,
+) -> tuple[tuple[int, int] | None, RunWarning | None]:
+    """The candidates from ``start`` on, fewer than ``minimum``: where the ``tail_dropped`` quirk is
+    on they are dropped ((start, n) and its warning returned), else merged into the last group of
+    ``specs`` (or made its only group)."""
+    n = block_scores.shape[0]
+    if quirk_on(profile, "tail_dropped"):
+        return (start, n), quirk_warning(
+            "tail_dropped",
+            f"candidates {start}–{n - 1} (frames {int(ids[start])}–{int(ids[n - 1])}) dropped: "
+            f"{n - start} left, fewer than {minimum} needed for a group",
+        )
+    if specs:
+        last = specs.pop()
+        stats = window_stats(block_scores[last.start : n], budget=budget, bins=bins)
+        specs.append(GroupSpec(last.group_index, last.start, n, "tail_merged", stats))
+    else:
+        stats = window_stats(block_scores[start:n], budget=budget, bins=bins)
+        specs.append(GroupSpec(0, start, n, "tail_flush", stats))
+    return None, None
+
+
 def readiness_groups(
     info: VideoInfo,
     candidates: Candidates,
@@ -436,42 +484,27 @@ def readiness_groups(
     bins = config.readiness_coverage_bins
     specs: list[GroupSpec] = []
     trace: list[ReadinessStep] = []
-    warnings: list[RunWarning] = []
+    warnings = _raised_limit_warnings(config)
     dropped: tuple[int, int] | None = None
     ids = candidates.frame_indices
 
     mn, mx = config.frame_limits
-    raised = [
-        f"{name} {given} ran as {used}"
-        for name, given, used in (
-            ("min_group_frames", config.min_group_frames, mn),
-            ("max_group_frames", config.max_group_frames, mx),
-        )
-        if given != used
-    ]
-    if raised:  # only where the quirk is on: other profiles refuse such limits
-        cite = quirk("group_limits_raised").cite
-        warnings.append(quirk_warning("group_limits_raised", f"{'; '.join(raised)} ({cite})"))
     need = min(bins, config.images_per_group - 1)
     start = 0
     while start < n:
         if n - start < max(4, mn):
-            if quirk_on(config.profile, "tail_dropped"):
-                dropped = (start, n)
-                warnings.append(
-                    quirk_warning(
-                        "tail_dropped",
-                        f"candidates {start}–{n - 1} (frames {int(ids[start])}–{int(ids[n - 1])}) dropped: "
-                        f"{n - start} left, fewer than {max(4, mn)} needed for a group",
-                    )
-                )
-            elif specs:
-                last = specs.pop()
-                stats = window_stats(scores.block_scores[last.start : n], budget=budget, bins=bins)
-                specs.append(GroupSpec(last.group_index, last.start, n, "tail_merged", stats))
-            else:
-                stats = window_stats(scores.block_scores[start:n], budget=budget, bins=bins)
-                specs.append(GroupSpec(0, start, n, "tail_flush", stats))
+            dropped, warning = _close_tail(
+                specs,
+                start,
+                ids,
+                scores.block_scores,
+                minimum=max(4, mn),
+                budget=budget,
+                bins=bins,
+                profile=config.profile,
+            )
+            if warning is not None:
+                warnings.append(warning)
             break
         gi = len(specs)
         min_end, max_end = min(n, start + max(1, mn)), min(n, start + max(1, mx))

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-# PyAV (native.gateway, native.errors) loads in probe(): the option classes import this module
+# PyAV (through native) loads in probe(): the option classes import this module
 # for ProbeConfig, and a batch re-run that skips everything must not load a decoder.
 from backend.config import PROFILES, Profile, param, validate_fields
 from backend.errors import InputError, ProbeError
-from backend.pipeline.quirks import quirk_on
+from backend.quirks import quirk_on
 from backend.records import VideoInfo
 
 MP4_EXTENSIONS = (".mp4", ".m4v", ".mov", ".m4a", ".3gp", ".3g2")
@@ -134,12 +134,12 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
     ------
     InputError, ProbeError : missing/empty/unreadable files, no video stream.
     """
-    from native import gateway
-    from native.errors import FFmpegError
+    import native
+    from native import FFmpegError
 
     p = check_input_file(path)
     try:
-        raw = gateway.probe_container(p)
+        raw = native.probe_container(p)
     except FFmpegError as exc:
         raise ProbeError(f"cannot read video ({exc.strerror or exc})", path=p, stage="probe") from exc
     except ValueError as exc:

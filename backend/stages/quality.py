@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ import numpy as np
 # QualityConfig, and a batch re-run that skips everything must not load it.
 from backend.config import param, validate_fields
 from backend.records import DecodedFrames, FrameQuality
-from native.frame_stats import PixelStats
+from native import PixelStats
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +65,7 @@ def frame_bad_reason(rgb: np.ndarray, config: QualityConfig, *, stats: PixelStat
     ----------
     rgb : (H, W, 3) uint8 RGB frame.
     config : thresholds.
-    stats : exact sums of exactly these pixels (:class:`native.frame_stats.PixelStats`).
+    stats : exact sums of exactly these pixels (:class:`native.PixelStats`).
     """
     import cv2
 
@@ -145,34 +144,3 @@ def assess_frames(
     reasons = tuple(verdicts[key] for key in decoded.bitcost_source.tolist())
     good = np.asarray([not r for r in reasons], dtype=bool)
     return FrameQuality(good=good, reasons=reasons)
-
-
-def psnr_db(mse: float | np.ndarray | np.floating) -> float | np.ndarray | np.floating:
-    """Peak signal-to-noise ratio of 8-bit pictures, 10·log10(255² / MSE), in dB.
-
-    Parameters
-    ----------
-    mse : mean squared error in levels²: a Python number, a numpy scalar or an array.
-
-    Returns
-    -------
-    For a Python number, a float from ``math.log10`` (``math.inf`` when ``mse == 0``); for a
-    numpy scalar or an array, ``np.log10`` in the input's float dtype (float32 stays float32),
-    ``inf`` where ``mse == 0``.
-
-    Examples
-    --------
-    >>> psnr_db(0.0)
-    inf
-    >>> psnr_db(650.25)
-    20.0
-    >>> psnr_db(np.array([0.0, 65025.0]))
-    array([inf,  0.])
-    """
-    # Both paths are kept, not one: callers' stored figures were computed with math.log10 on
-    # floats and np.log10 on arrays, and the two may differ in the last bit.
-    if isinstance(mse, (int, float)) and not isinstance(mse, np.generic):
-        value = float(mse)
-        return math.inf if value == 0.0 else 10.0 * math.log10(255.0**2 / value)
-    with np.errstate(divide="ignore"):
-        return 10.0 * np.log10(255.0**2 / np.asarray(mse))

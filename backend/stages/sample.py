@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from backend.config import PROFILES, Profile, Registry, Variant, param, validate_fields
-from backend.pipeline.quirks import quirk_on
+from backend.quirks import quirk_on
 from backend.records import VideoInfo
 
 

@@ -13,6 +13,7 @@ import numpy as np
 # OpenCV loads in upsample(): the option classes import this module for ScoreConfig, and a
 # batch re-run that skips everything must not load it.
 from backend.config import Registry, Variant, param, validate_fields
+from backend.imaging import upsample
 from backend.records import DecodedFrames, Geometry, ScoreMaps
 
 IFRAME_CLIP_MODES = ("none", "non_i_percentile")
@@ -171,14 +172,6 @@ def normalise_grid(grid: np.ndarray, *, percentile: float = 99.0, log_scale: boo
         arr = np.log1p(arr)
     scale = max(percentile_linear(arr, percentile), 1e-6)
     return np.clip(arr / np.float32(scale), 0, 1).astype(np.float32, copy=False)
-
-
-def upsample(grid: np.ndarray, processed_hw: tuple[int, int]) -> np.ndarray:
-    """Nearest-neighbour stretch of a grid over the processed frame, (H, W) float32."""
-    import cv2
-
-    h, w = processed_hw
-    return cv2.resize(grid, (w, h), interpolation=cv2.INTER_NEAREST)
 
 
 def patch_and_block_sums(

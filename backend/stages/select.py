@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from backend.config import PROFILES, Profile, option_of, param, validate_fields
-from backend.pipeline.quirks import quirk_on, quirk_warning
+from backend.quirks import quirk_on, quirk_warning
 from backend.records import (
     Candidates,
     FrameQuality,

@@ -3,21 +3,35 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
-# OpenCV and PyAV (native.side_data) load in the functions that use them: the option classes
+import native
+
+# OpenCV and PyAV (through native) load in the functions that use them: the option classes
 # import this module for SignalConfig, and a batch re-run that skips everything must not load them.
+from backend.codecs import canonical_codec
 from backend.config import Registry, Variant, param, validate_fields
 from backend.errors import DecodeError, UnsupportedVideoError
 from backend.records import RunWarning, VideoInfo, _ShapeRepr
-from backend.stages.score import percentile_linear, percentile_of_order_statistics
-from native import motion as motion_kernel
+from backend.stages.score import percentile_of_order_statistics
+from backend.stages.signal_maps import (
+    RESIDUAL_SCALE_FLOOR,
+    cell_counts,
+    cell_means,
+    expand_units,
+    flow_magnitude,
+    fuse_mvres,
+    grid_shape,
+    motion_compensate,
+    packet_energy,
+    residual_order_statistics,
+    unit_order_statistics,
+)
 
 QP_MAX: dict[str, int] = {"h264": 51, "vp9": 255}
 """Largest QP of each codec whose per-block QP FFmpeg exports (VP9: quantiser index)."""
@@ -27,17 +41,6 @@ PROXY_FLOW = "proxy: optical flow (Farneback on luma) to the previous frame"
 PROXY_DIFF = "proxy: frame difference |Y_t - Y_t-1|"
 PROXY_MVRES = "proxy: optical-flow magnitude + frame difference"
 UNAVAILABLE = "unavailable"
-
-# Decoder names (PyAV reports the decoder, e.g. libdav1d) → the codec they decode.
-_CODEC_ALIASES = {
-    "libdav1d": "av1",
-    "libaom-av1": "av1",
-    "av1_cuvid": "av1",
-    "h265": "hevc",
-    "libvpx-vp9": "vp9",
-    "avc": "h264",
-    "libopenh264": "h264",
-}
 
 
 class FrameSignal(NamedTuple):
@@ -49,306 +52,6 @@ class FrameSignal(NamedTuple):
     pict_type: str
     rgb: np.ndarray | None = None
     """(H, W, 3) uint8 RGB at the requested ``pixels_hw`` (None when not asked for or not decoded)."""
-
-
-def canonical_codec(codec_name: str) -> str:
-    """The codec behind a probed decoder name (``libdav1d`` → ``av1``); others lower-cased."""
-    name = codec_name.lower()
-    return _CODEC_ALIASES.get(name, name)
-
-
-# --------------------------------------------------------------------------- grid helpers
-
-
-def grid_shape(height: int, width: int, cell_size: int) -> tuple[int, int]:
-    """(rows, cols) of the cell grid covering a height × width frame (last cells may be partial).
-
-    Examples
-    --------
-    >>> grid_shape(240, 320, 16), grid_shape(360, 640, 16)
-    ((15, 20), (23, 40))
-    """
-    return math.ceil(height / cell_size), math.ceil(width / cell_size)
-
-
-def cell_means(pixel_map: np.ndarray, cell_size: int) -> np.ndarray:
-    """Mean of a per-pixel map over each cell; partial edge cells average their own pixels.
-
-    Parameters
-    ----------
-    pixel_map : (H, W) numeric.
-
-    Returns
-    -------
-    (ceil(H / cell_size), ceil(W / cell_size)) float32.
-
-    Examples
-    --------
-    >>> cell_means(np.arange(12, dtype=np.float32).reshape(3, 4), 2).tolist()
-    [[2.5, 4.5], [8.5, 10.5]]
-    """
-    h, w = pixel_map.shape
-    rows, cols = grid_shape(h, w, cell_size)
-    padded = np.zeros((rows * cell_size, cols * cell_size), dtype=np.float64)
-    padded[:h, :w] = pixel_map
-    sums = padded.reshape(rows, cell_size, cols, cell_size).sum(axis=(1, 3))
-    row_n = np.minimum(cell_size, h - cell_size * np.arange(rows))
-    col_n = np.minimum(cell_size, w - cell_size * np.arange(cols))
-    return (sums / np.outer(row_n, col_n)).astype(np.float32)
-
-
-# --------------------------------------------------------------------------- per-pixel signals
-
-
-def flow_magnitude(current: np.ndarray, other: np.ndarray, *, max_side: int = 320) -> np.ndarray:
-    """Optical-flow magnitude from ``current`` to ``other`` (Farneback), full-resolution pixels.
-
-    The flow is computed on luma downscaled so its longer side is at most ``max_side`` and
-    anchored on ``current``'s pixels (like a codec vector: where each current pixel came from).
-
-    Parameters
-    ----------
-    current, other : (H, W) luma, uint8 or float32.
-
-    Returns
-    -------
-    (H, W) float32, displacement length in full-resolution pixels.
-    """
-    import cv2
-
-    h, w = current.shape
-    scale = min(1.0, max_side / max(h, w))
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-
-    def small(y: np.ndarray) -> np.ndarray:
-        y8 = np.clip(y, 0, 255).astype(np.uint8) if y.dtype != np.uint8 else y
-        return y8 if scale == 1.0 else cv2.resize(y8, size, interpolation=cv2.INTER_AREA)
-
-    flow = cv2.calcOpticalFlowFarneback(small(current), small(other), None, 0.5, 3, 15, 3, 5, 1.2, 0)
-    mag = np.hypot(flow[..., 0], flow[..., 1]) / np.float32(scale)
-    if scale != 1.0:
-        mag = cv2.resize(mag, (w, h), interpolation=cv2.INTER_LINEAR)
-    return mag.astype(np.float32, copy=False)
-
-
-def _paint(
-    shape: tuple[int, int],
-    blocks: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    values: np.ndarray,
-    fill: float,
-) -> np.ndarray:
-    """A grid of ``fill`` with each block (x0, y0, w, h in grid units) set to its value."""
-    from native import side_data
-
-    # float32 / int32 only: cv2.resize (in _expand) silently narrows int64 to int32.
-    dtype = np.float32 if np.issubdtype(values.dtype, np.floating) else np.int32
-    grid = np.full(shape, fill, dtype=dtype)
-    side_data.paint_blocks(grid, *blocks, values.astype(dtype, copy=False))
-    return grid
-
-
-def _expand(grid: np.ndarray, unit: int, hw: tuple[int, int]) -> np.ndarray:
-    """Unit grid → per-pixel map cropped to (H, W)."""
-    import cv2
-
-    if unit == 1:
-        return grid[: hw[0], : hw[1]]
-    # Nearest-neighbour at an integer factor is an exact repeat, and faster than np.repeat.
-    size = (grid.shape[1] * unit, grid.shape[0] * unit)
-    return cv2.resize(grid, size, interpolation=cv2.INTER_NEAREST)[: hw[0], : hw[1]]
-
-
-def motion_compensate(
-    current: np.ndarray,
-    references: dict[int, np.ndarray],
-    mvs: np.ndarray,
-    *,
-    max_distance: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, Counter[int]]]:
-    """Rebuild the codec's inter prediction of a frame from its exported motion vectors.
-
-    Each vector block of ``current`` is predicted by the reference block displaced by the
-    vector (bilinear sub-pixel interpolation). FFmpeg exports the prediction direction
-    (``source``: -1 past list, +1 future list) but not the reference index, so for every
-    block the reference is inferred: among the frames at display distance 1..max_distance
-    in that direction, the one whose displaced block matches best (least absolute
-    difference). Blocks predicted from both directions average the two predictions;
-    pixels no vector covers (intra blocks) are predicted by the co-located pixel of the
-    nearest past frame (else the nearest future frame).
-
-    Parameters
-    ----------
-    current : (H, W) float32 luma.
-    references : display offset (-d past, +d future) → (H, W) float32 luma of that frame.
-    mvs : (N, 8) int32 in ``side_data.MV_COLUMNS`` order.
-    max_distance : largest |offset| tried.
-
-    Returns
-    -------
-    prediction : (H, W) float32.
-    magnitude : (H, W) float32, vector length divided by the inferred reference distance
-        (pixels per frame), averaged over the directions covering the pixel; 0 where none.
-    covered : (H, W) bool, pixels covered by at least one vector.
-    distances : direction (-1, +1) → Counter of inferred distances over that direction's blocks.
-    """
-    import cv2
-
-    hw = current.shape
-    height, width = hw
-    dst_x, dst_y, bw, bh, mx, my, mscale, source = (mvs[:, k] for k in range(8))
-    mscale = np.maximum(mscale, 1).astype(np.float32)
-    dx = mx.astype(np.float32) / mscale
-    dy = my.astype(np.float32) / mscale
-    x0 = dst_x - bw // 2  # FFmpeg's dst is the block centre
-    y0 = dst_y - bh // 2
-    # Paint on the coarsest grid every block aligns with (8 px for H.264 / MPEG-4 vectors).
-    unit = int(np.gcd.reduce(np.concatenate([bw, bh, np.abs(x0), np.abs(y0), [0]]).astype(np.int64))) or 1
-    ushape = (math.ceil(height / unit), math.ceil(width / unit))
-    ux, uy, uw, uh = x0 // unit, y0 // unit, np.maximum(bw // unit, 1), np.maximum(bh // unit, 1)
-    grid_x = np.arange(width, dtype=np.float32)[None, :]
-    grid_y = np.arange(height, dtype=np.float32)[:, None]
-    xa, xb = np.clip(x0, 0, width), np.clip(x0 + bw, 0, width)
-    ya, yb = np.clip(y0, 0, height), np.clip(y0 + bh, 0, height)
-
-    pred_sum = np.zeros(hw, np.float32)
-    pred_n = np.zeros(hw, np.float32)
-    mag_sum = np.zeros(hw, np.float32)
-    distances: dict[int, Counter[int]] = {}
-    for direction in (-1, 1):
-        sel = np.flatnonzero(np.sign(source) == direction)
-        cands = [d for d in range(1, max_distance + 1) if direction * d in references]
-        if sel.size == 0 or not cands:
-            continue
-        blocks = (ux[sel], uy[sel], uw[sel], uh[sel])
-        fx = _expand(_paint(ushape, blocks, dx[sel], 0), unit, hw)
-        fy = _expand(_paint(ushape, blocks, dy[sel], 0), unit, hw)
-        map_x = grid_x + fx
-        map_y = grid_y + fy
-        stack = np.empty((len(cands), height, width), np.float32)
-        sad = np.empty((len(cands), sel.size), np.float64)
-        err = np.empty(hw, np.float32)
-        for k, d in enumerate(cands):
-            cv2.remap(
-                references[direction * d],
-                map_x,
-                map_y,
-                cv2.INTER_LINEAR,
-                dst=stack[k],
-                borderMode=cv2.BORDER_REPLICATE,
-            )
-            cv2.absdiff(current, stack[k], dst=err)
-            integral = cv2.integral(err, sdepth=cv2.CV_64F)
-            sad[k] = (
-                integral[yb[sel], xb[sel]]
-                - integral[ya[sel], xb[sel]]
-                - integral[yb[sel], xa[sel]]
-                + integral[ya[sel], xa[sel]]
-            )
-        best = np.argmin(sad, axis=0)  # ties keep the nearest reference
-        dist = np.asarray(cands)[best]
-        distances[direction] = Counter(dist.tolist())
-        choice = _expand(_paint(ushape, blocks, best, -1), unit, hw)
-        pred = stack[0]
-        for k in range(1, len(cands)):
-            np.copyto(pred, stack[k], where=choice == k)
-        has = choice >= 0
-        np.add(pred_sum, pred, out=pred_sum, where=has)
-        np.add(pred_n, 1, out=pred_n, where=has)
-        per_frame = (np.hypot(dx[sel], dy[sel]) / dist).astype(np.float32)
-        mag = _expand(_paint(ushape, blocks, per_frame, 0), unit, hw)
-        mag_sum += mag
-    covered = pred_n > 0
-    fallback = references.get(-1, references.get(1, current))
-    prediction = np.where(covered, pred_sum / np.maximum(pred_n, 1), fallback).astype(np.float32)
-    magnitude = (mag_sum / np.maximum(pred_n, 1)).astype(np.float32)
-    return prediction, magnitude, covered, distances
-
-
-_RESIDUAL_SCALE_FLOOR = 1.0
-"""fuse_mvres divides the residual by max(percentile, 1.0): residual values below 1.0 never set the
-scale, so the kernel only counts their keys (``histogram_floor``) and bins the rest (on most video
-80-95 % of the keys lie below it)."""
-
-
-def fuse_mvres(
-    magnitude: np.ndarray,
-    residual: np.ndarray,
-    *,
-    mv_weight: float = 1.0,
-    residual_weight: float = 1.0,
-    percentile: float = 95.0,
-) -> np.ndarray:
-    """The OneVision-Encoder / cvp ``mv_res_score_map`` fusion of motion and residual.
-
-    mv = clip(mag / max(p(mag), 1e-6), 0, 1); res = clip(|r| / max(p(|r|), 1), 0, 1);
-    fused = clip((w_mv·mv + w_res·res) / (w_mv + w_res), 0, 1), with p the ``percentile``
-    of the frame's pixels.
-
-    Parameters
-    ----------
-    magnitude : (H, W) motion magnitude.
-    residual : (H, W) residual (signed or absolute).
-
-    Returns
-    -------
-    (H, W) float32 in [0, 1].
-
-    Examples
-    --------
-    >>> fuse_mvres(np.array([[0.0, 2.0]]), np.array([[4.0, 0.0]]), percentile=100).tolist()
-    [[0.5, 0.5]]
-    """
-    mag = np.asarray(magnitude, np.float32)
-    if not np.isfinite(mag).all():  # cvp maps NaN to 0
-        mag = np.nan_to_num(mag, nan=0.0, posinf=0.0, neginf=0.0)
-    res = np.abs(np.asarray(residual, np.float32))
-    total = mv_weight + residual_weight
-    total = total if total > 0 else 1.0
-    # In-place minimum/maximum instead of np.clip: np.clip costs ~4× more on 1080p float32 maps.
-    mv_n = mag / np.float32(max(percentile_linear(mag, percentile), 1e-6))
-    np.maximum(np.minimum(mv_n, 1, out=mv_n), 0, out=mv_n)
-    res_n = res / np.float32(max(percentile_linear(res, percentile), _RESIDUAL_SCALE_FLOOR))
-    np.minimum(res_n, 1, out=res_n)
-    fused = mv_n * np.float32(mv_weight / total)
-    fused += res_n * np.float32(residual_weight / total)
-    return np.maximum(np.minimum(fused, 1, out=fused), 0, out=fused)
-
-
-def packet_energy(info: VideoInfo, frame_indices: Iterable[int], *, radius: int = 3) -> np.ndarray:
-    """Packet-size temporal energy of frames: how far a frame's log size rises above its neighbours'.
-
-    e_t = log1p(bytes_t); energy_t = max(e_t - median{e_j : 0 < |j - t| <= radius, j not a
-    keyframe}, 0). Keyframes get 0: an intra picture's size says nothing about change over
-    time (cvp's packet-energy sampler skips them too). A frame with no non-key neighbour gets 0.
-
-    Returns
-    -------
-    (n,) float32, one value per requested frame.
-
-    Raises
-    ------
-    DecodeError : a frame index has no packet.
-    """
-    sizes = np.log1p(np.maximum(info.packet_size_bytes.astype(np.float64), 0))
-    keys = info.packet_is_keyframe
-    count = sizes.shape[0]
-    out = []
-    for t in frame_indices:
-        t = int(t)
-        if not 0 <= t < count:
-            raise DecodeError(
-                f"no packet for this frame (the probe found {count})",
-                path=info.path,
-                stage="signals",
-                frame_index=t,
-            )
-        if keys[t]:
-            out.append(0.0)
-            continue
-        lo, hi = max(0, t - radius), min(count, t + radius + 1)
-        idx = [j for j in range(lo, hi) if j != t and not keys[j]]
-        out.append(max(float(sizes[t] - np.median(sizes[idx])), 0.0) if idx else 0.0)
-    return np.asarray(out, dtype=np.float32)
 
 
 # --------------------------------------------------------------------------- the signals
@@ -389,7 +92,7 @@ def qp_grids(
     info: VideoInfo, uniq: list[int], *, config: SignalConfig, pixels_hw: tuple[int, int] | None = None
 ) -> dict[int, FrameSignal]:
     """(QP_max − QP) cell means of the frames ``uniq`` (sorted, distinct), from the exported block QP."""
-    from native import side_data
+    import native
 
     codec = canonical_codec(info.codec_name)
     if codec not in QP_MAX:
@@ -402,15 +105,17 @@ def qp_grids(
     qmax = QP_MAX[codec]
     out: dict[int, FrameSignal] = {}
     wanted = set(uniq)
+    rgb = None
+    if pixels_hw is not None:
+        rgb = native.RgbFrames(width=pixels_hw[1], height=pixels_hw[0], frames=wanted)
     try:
-        for item in side_data.iter_frames(
+        for item in native.iter_side_data(
             info.path,
             luma=False,
             block_qp=True,
             last_index=uniq[-1],
             thread_count=config.threads,
-            rgb_size=None if pixels_hw is None else (pixels_hw[1], pixels_hw[0]),
-            rgb_frames=wanted if pixels_hw is not None else None,
+            rgb=rgb,
         ):
             t = item["frame_index"]
             if t not in wanted:
@@ -422,11 +127,11 @@ def qp_grids(
                 grid = np.zeros(grid_shape(*hw, config.cell_size), np.float32)
                 out[t] = FrameSignal(grid, UNAVAILABLE, f"{pict} frame: no QP side data", pict, rgb)
                 continue
-            unit = side_data.QP_UNIT.get(item["qp_type"], 16)
-            score = np.maximum(qmax - _expand(qp, unit, hw).astype(np.float32), 0)
+            unit = native.QP_UNIT.get(item["qp_type"], 16)
+            score = np.maximum(qmax - expand_units(qp, unit, hw).astype(np.float32), 0)
             note = f"{pict} frame: QP {int(qp.min())}–{int(qp.max())} (score = {qmax} − QP)"
             out[t] = FrameSignal(cell_means(score, config.cell_size), EXACT, note, pict, rgb)
-    except side_data.SideDataError as exc:
+    except native.SideDataError as exc:
         raise _decode_error(info, exc) from exc
     if all(v[1] == UNAVAILABLE for v in out.values()) and out:
         raise DecodeError(
@@ -442,68 +147,13 @@ PixelMap = Callable[[Any, Any, "SignalConfig"], np.ndarray]
 (each argument None where the signal does not use it)."""
 
 
-@functools.lru_cache(maxsize=16)
-def _cell_counts(height: int, width: int, cell_size: int) -> np.ndarray:
-    """(rows, cols) int64 pixels of each cell inside a height × width frame (``cell_means``' divisor).
-
-    Cached (every frame of a video asks the same), so read-only.
-    """
-    rows, cols = grid_shape(height, width, cell_size)
-    row_n = np.minimum(cell_size, height - cell_size * np.arange(rows))
-    col_n = np.minimum(cell_size, width - cell_size * np.arange(cols))
-    counts = np.outer(row_n, col_n)
-    counts.flags.writeable = False
-    return counts
-
-
-def _unit_order_statistics(
-    values: np.ndarray, unit: int, height: int, width: int
-) -> Callable[[tuple[int, int]], tuple[np.generic, np.generic]]:
-    """Order statistics of the per-pixel map that repeats each unit cell of ``values`` over its pixels."""
-    flat = values.ravel()
-    counts = _cell_counts(height, width, unit).ravel()
-
-    def select(ranks: tuple[int, int]) -> tuple[np.generic, np.generic]:
-        if counts.min() == counts.max():  # equal cells: pixel rank r is unit rank r // count
-            c = int(counts[0])
-            part = np.partition(flat, np.unique([r // c for r in ranks]))
-            return part[ranks[0] // c], part[ranks[1] // c]
-        order = np.argsort(flat, kind="stable")
-        ends = np.cumsum(counts[order])
-        picks = np.searchsorted(ends, np.asarray(ranks), side="right")
-        return flat[order[picks[0]]], flat[order[picks[1]]]
-
-    return select
-
-
-def _residual_order_statistics(
-    motion: motion_kernel.MotionResidual,
-) -> Callable[[tuple[int, int]], tuple[np.generic, np.generic]]:
-    """Order statistics of the residual map whose keys (``|r| * RESIDUAL_SCALE``) the kernel wrote,
-    for a percentile clamped below at ``_RESIDUAL_SCALE_FLOOR``.
-
-    When both ranks lie below the kernel's histogram floor the percentile (which lies between them)
-    is below it too, and any pair of values below it gives the same clamped scale: 0 stands for both.
-    """
-
-    def select(ranks: tuple[int, int]) -> tuple[np.generic, np.generic]:
-        if motion.keys_below_floor > ranks[1]:
-            assert motion.histogram_floor <= _RESIDUAL_SCALE_FLOOR * motion_kernel.RESIDUAL_SCALE
-            return np.float32(0), np.float32(0)
-        lo, hi = motion_kernel.residual_order_statistics(motion, ranks)
-        scale = motion_kernel.RESIDUAL_SCALE
-        return np.float32(lo / scale), np.float32(hi / scale)
-
-    return select
-
-
 def _compiled_cells(
     kind: str,
     cur: np.ndarray,
     refs: dict[int, np.ndarray],
     mvs: np.ndarray,
     config: SignalConfig,
-    scratch: motion_kernel.Scratch | None = None,
+    scratch: native.MotionScratch | None = None,
 ) -> tuple[np.ndarray, float, dict[int, Counter[int]]] | None:
     """The cell means of a motion signal's map from the compiled kernel, or None where it cannot serve.
 
@@ -520,19 +170,21 @@ def _compiled_cells(
     # The same float32 operations as motion_compensate's (dx, dy), in one array.
     d = mvs[:, 4:6].astype(np.float32) / np.maximum(mvs[:, 6:7], 1).astype(np.float32)
     hyp = np.hypot(d[:, 0], d[:, 1])
-    unit = motion_kernel.block_unit(mvs)
-    motion = motion_kernel.motion_residual(
+    unit = native.block_unit(mvs)
+    motion = native.motion_residual(
         cur,
         refs,
         mvs,
         hyp,
         unit=unit,
         max_distance=config.reference_search,
-        residual=kind != "mv",
-        histogram=kind == "mvres",  # only mvres ranks the residual (its percentile)
-        histogram_floor=int(_RESIDUAL_SCALE_FLOOR * motion_kernel.RESIDUAL_SCALE),
-        cell_size=config.cell_size if kind == "residual" else 0,  # summed as the kernel writes them
-        keep_keys=kind != "residual",
+        outputs=native.ResidualOutputs(
+            residual=kind != "mv",
+            histogram=kind == "mvres",  # only mvres ranks the residual (its percentile)
+            histogram_floor=int(RESIDUAL_SCALE_FLOOR * native.RESIDUAL_SCALE),
+            cell_size=config.cell_size if kind == "residual" else 0,  # summed as the kernel writes them
+            keep_keys=kind != "residual",
+        ),
         scratch=scratch,
     )
     if motion is None:
@@ -541,25 +193,30 @@ def _compiled_cells(
     if kind == "mvres":
         n = height * width
         p_mag = percentile_of_order_statistics(
-            n, config.percentile, _unit_order_statistics(motion.magnitude_units, unit, height, width)
+            n, config.percentile, unit_order_statistics(motion.magnitude_units, unit, height, width)
         )
-        p_res = percentile_of_order_statistics(n, config.percentile, _residual_order_statistics(motion))
+        p_res = percentile_of_order_statistics(n, config.percentile, residual_order_statistics(motion))
         total = config.mv_weight + config.residual_weight
         total = total if total > 0 else 1.0
         scales = {
             "mv_scale": np.float32(max(p_mag, 1e-6)),
-            "residual_scale": np.float32(max(p_res, _RESIDUAL_SCALE_FLOOR)),
+            "residual_scale": np.float32(max(p_res, RESIDUAL_SCALE_FLOOR)),
             "mv_weight": np.float32(config.mv_weight / total),
             "residual_weight": np.float32(config.residual_weight / total),
         }
     if motion.residual_cell_sums is not None:
         # Keys are |r| * 2048 below 2^20: numpy's float64 sums of the r are exact, the integer sum / 2048.
-        sums = motion.residual_cell_sums / np.float64(motion_kernel.RESIDUAL_SCALE)
+        sums = motion.residual_cell_sums / np.float64(native.RESIDUAL_SCALE)
     else:
-        sums = motion_kernel.cell_sums(
-            kind, motion, height=height, width=width, cell_size=config.cell_size, **scales
+        sums = native.cell_sums(
+            kind,
+            motion,
+            height=height,
+            width=width,
+            cell_size=config.cell_size,
+            fusion=native.MvresFusion(**scales),
         )
-    grid = (sums / _cell_counts(height, width, config.cell_size)).astype(np.float32)
+    grid = (sums / cell_counts(height, width, config.cell_size)).astype(np.float32)
     distances: dict[int, Counter[int]] = {}
     assert motion.distance_counts is not None
     for direction, counts in zip((-1, 1), motion.distance_counts.tolist(), strict=True):
@@ -580,7 +237,7 @@ def _motion_frame(
     proxy: str,
     vectors: bool,
     config: SignalConfig,
-    scratch: motion_kernel.Scratch | None = None,
+    scratch: native.MotionScratch | None = None,
 ) -> FrameSignal:
     """Grid, exactness, note and picture type of frame t from the decoded window around it."""
     item = window[t]
@@ -632,30 +289,32 @@ def _motion_grids(
     """Cell means of a motion signal for the frames ``uniq``, from one decode with motion vectors.
 
     With ``pixels_hw`` the same decode also returns each wanted frame's RGB pixels at that
-    size (as ``gateway.decode_frames_rgb`` makes them), so a run decodes the video once.
+    size (as ``native.decode_frames_rgb`` makes them), so a run decodes the video once.
     """
-    from native import side_data
+    import native
 
-    vectors = side_data.exports_motion_vectors(canonical_codec(info.codec_name))
+    vectors = native.exports_motion_vectors(canonical_codec(info.codec_name))
     # Vectors may point up to reference_search frames away; the proxies need one neighbour.
     reach = config.reference_search if vectors else 1
     # The compiled kernel takes the decoder's uint8 planes; the numpy path works in float32.
-    as_float = not motion_kernel.available()
+    as_float = not native.motion_kernel_available()
     pending = list(uniq)  # ascending
     window: dict[int, dict[str, Any]] = {}
     out: dict[int, FrameSignal] = {}
     frame = functools.partial(
-        _motion_frame, kind=kind, proxy=proxy, vectors=vectors, config=config, scratch=motion_kernel.Scratch()
+        _motion_frame, kind=kind, proxy=proxy, vectors=vectors, config=config, scratch=native.MotionScratch()
     )
+    rgb = None
+    if pixels_hw is not None:
+        rgb = native.RgbFrames(width=pixels_hw[1], height=pixels_hw[0], frames=set(uniq))
     try:
-        for item in side_data.iter_frames(
+        for item in native.iter_side_data(
             info.path,
             luma=True,
             motion_vectors=vectors,
             last_index=uniq[-1] + reach,
             thread_count=config.threads,
-            rgb_size=None if pixels_hw is None else (pixels_hw[1], pixels_hw[0]),
-            rgb_frames=set(uniq) if pixels_hw is not None else None,
+            rgb=rgb,
             luma_copy=as_float,  # the kernel reads the decoder's planes in place
         ):
             index = item["frame_index"]
@@ -671,7 +330,7 @@ def _motion_grids(
                 floor = (pending[0] if pending else index + 1) - reach
                 for k in [k for k in window if k < floor]:
                     del window[k]
-    except side_data.SideDataError as exc:
+    except native.SideDataError as exc:
         raise _decode_error(info, exc) from exc
     for t in pending:  # the stream ended within `reach` of these frames
         if t not in window:
@@ -891,7 +550,7 @@ def compute_signals(
     frame_indices : (n,) int, 0-based presentation order; any order, repeats allowed.
     config : the signal kind and its parameters.
     pixels_hw : (H, W): also return the frames' RGB pixels at that size from the same decode
-        (area-filtered, as ``native.gateway.decode_frames_rgb`` scales them), so a caller that
+        (area-filtered, as ``native.decode_frames_rgb`` scales them), so a caller that
         needs both decodes the video once.
 
     Returns

@@ -55,6 +55,21 @@ def _owner_gone(owner: str) -> bool:
     return False
 
 
+@dataclass(frozen=True, kw_only=True)
+class _NewRun:
+    """The columns a new row of the runs table starts with, whatever its status."""
+
+    run_id: str
+    session_id: str
+    profile: str
+    config: dict[str, Any]
+    """Stored as ``config_json``."""
+    versions: dict[str, Any]
+    """Stored as ``versions_json``."""
+    parent_run_id: str | None
+    selector: str = "cvp"
+
+
 @dataclass(frozen=True)
 class RunRow:
     """One row of the runs table, decoded."""
@@ -197,35 +212,33 @@ class RunsMixin(StoreBase):
         """Insert a run with status ``running`` and return its id."""
         run_id = uuid.uuid4().hex[:12]
         with self._transaction() as tx:
-            self._insert_run(
-                tx, run_id, session_id, profile, config, versions, parent_run_id, selector=selector
+            run = _NewRun(
+                run_id=run_id,
+                session_id=session_id,
+                profile=profile,
+                config=config,
+                versions=versions,
+                parent_run_id=parent_run_id,
+                selector=selector,
             )
+            self._insert_run(tx, run)
         return run_id
 
     @staticmethod
     def _insert_run(
-        tx: duckdb.DuckDBPyConnection,
-        run_id: str,
-        session_id: str,
-        profile: str,
-        config: dict[str, Any],
-        versions: dict[str, Any],
-        parent_run_id: str | None,
-        summary: dict[str, Any] | None = None,
-        *,
-        selector: str = "cvp",
+        tx: duckdb.DuckDBPyConnection, run: _NewRun, summary: dict[str, Any] | None = None
     ) -> None:
         """Insert a run row: ``running``, or with a summary already ``done`` (one statement)."""
         now = utc_now()
         head = [
-            run_id,
-            session_id,
-            parent_run_id,
-            profile,
-            json.dumps(config),
-            json.dumps(versions),
+            run.run_id,
+            run.session_id,
+            run.parent_run_id,
+            run.profile,
+            json.dumps(run.config),
+            json.dumps(run.versions),
             now,
-            selector,
+            run.selector,
         ]
         if summary is None:
             tx.execute(
@@ -256,9 +269,16 @@ class RunsMixin(StoreBase):
         """Insert a run, its tables and status ``done`` in one transaction; return its id."""
         run_id = uuid.uuid4().hex[:12]
         with self._transaction() as tx:
-            self._insert_run(
-                tx, run_id, session_id, profile, config, versions, parent_run_id, summary, selector=selector
+            run = _NewRun(
+                run_id=run_id,
+                session_id=session_id,
+                profile=profile,
+                config=config,
+                versions=versions,
+                parent_run_id=parent_run_id,
+                selector=selector,
             )
+            self._insert_run(tx, run, summary)
             self._insert_tables(tx, run_id, tables)
         return run_id
 

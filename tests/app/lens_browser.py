@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from helpers.paths import REPO_ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -28,7 +28,7 @@ ARTIFACTS = REPO_ROOT / "artifacts" / "screenshots"
 
 BROWSER_MARKS = [
     pytest.mark.browser,
-    requires_cvp,
+    pytest.mark.needs_cvp,
     pytest.mark.skipif(
         not Path(CHROMIUM).exists(), reason="Debian chromium not installed; run scripts/setup.sh as root"
     ),
@@ -92,9 +92,9 @@ def open_page(
 def anamorphic_clip(path: Path) -> Path:
     """36 frames of 352×288 H.264 with pixel aspect 16:11 (a PAL-like anamorphic clip)."""
     import av
-    from clips import render_frame
+    from helpers.clips import render_frame
 
-    from native.gateway import encode_frame
+    from native import encode_frame
 
     with av.open(str(path), "w") as out:
         stream = out.add_stream("libx264", rate=24, options={"g": "12", "crf": "28"})

@@ -12,8 +12,7 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import requires_ffprobe
+from helpers.clips import encode_clip
 from lens_browser import BROWSER_MARKS, open_page, screenshot, served_app
 
 CVP_CLI = Path(sys.executable).parent / "codec-video-prep"
@@ -28,7 +27,7 @@ CVP_ARGS = [
     "png",
 ]
 
-pytestmark = [*BROWSER_MARKS, pytest.mark.needs_cvp, pytest.mark.needs_ffprobe, requires_ffprobe]
+pytestmark = [*BROWSER_MARKS, pytest.mark.needs_ffprobe]  # BROWSER_MARKS carries needs_cvp
 
 
 @dataclass

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from compare_clips import make_comparison
+from helpers.compare_clips import make_comparison
 from lens_browser import ARTIFACTS, BROWSER_MARKS, open_page, served_app
 
 PANES = 4

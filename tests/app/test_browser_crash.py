@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REAL_CLIPS
+from faults import fault_env
+from helpers.paths import REAL_CLIPS
 from lens_browser import BROWSER_MARKS, CHROMIUM, CHROMIUM_FLAGS, FIRST_FRAME_JS, screenshot, served_app
 
 pytestmark = BROWSER_MARKS
@@ -21,7 +22,8 @@ CRASH_LINE = f"{CLIP.name}: the decoder crashed (SIGABRT) during decode; the app
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Path]]:
-    """The app with the test switch on: a worker aborts when a job reaches the decode stage."""
+    """The app whose workers abort when a job reaches the decode stage (the test's fault, which
+    each worker the pool spawns inherits: tests/faults/sitecustomize.py)."""
     from app.main import stop_pool
     from app.workspace import SAMPLE_VIDEO, ensure_run, make_workspace
 
@@ -29,12 +31,13 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Pa
     ws = make_workspace(
         session_db=root / "sessions.duckdb", output_dir=root / "work", input_dirs=(REAL_CLIPS,)
     )
-    run_id = ensure_run(ws, SAMPLE_VIDEO)  # in this process: the switch is for the workers only
+    run_id = ensure_run(ws, SAMPLE_VIDEO)  # in this process: the fault is for the workers only
     with pytest.MonkeyPatch.context() as mp:
         gate = root / "abort-now"  # the worker holds at decode until the test creates it
-        mp.setenv("CODEC_LENS_TEST_ABORT_STAGE", f"decode@{gate}")  # read once, when the pool starts
+        # Set while the app runs: a worker spawned to replace a dead one has the fault too.
+        for name, value in fault_env(f"decode@{gate}").items():
+            mp.setenv(name, value)
         with served_app(ws, run_id=run_id, gradio_tmp=tmp_path_factory.mktemp("gradio")) as url:
-            mp.delenv("CODEC_LENS_TEST_ABORT_STAGE")
             try:
                 yield url, ws, gate
             finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from batch_clips import make_dataset
+from helpers.batch_clips import make_dataset
 from lens_browser import BROWSER_MARKS, FIRST_FRAME_JS, open_page, screenshot, served_app
 
 pytestmark = BROWSER_MARKS

@@ -61,7 +61,7 @@ def _clips(folder: Path) -> dict[str, tuple[Path, Any]]:
     frames (its title fade, bad frames: the readout's 'not a candidate' wording) in AV1; 24 frames of the
     synthetic moving texture (tests/clips.py) in MPEG-4 Part 2, and 36 in a 352×288 H.264 clip of pixel
     aspect 16:11."""
-    from clips import encode_clip, transcode_clip
+    from helpers.clips import encode_clip, transcode_clip
 
     from backend.pipeline import SelectionOptions
 

@@ -46,7 +46,7 @@ WATCH_PROGRESS_JS = """() => {
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from clips import encode_clip
+    from helpers.clips import encode_clip
 
     from app.workspace import ensure_run, make_workspace
     from backend.pipeline import SelectionOptions

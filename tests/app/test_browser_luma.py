@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.luma_clip_pairs import make_pair
 from lens_browser import CHROMIUM, open_page, screenshot, served_app
-from luma_clip_pairs import make_pair
 
 # The tab needs no codec-video-prep, so unlike the whole app's tests it runs without the cvp wheel.
 pytestmark = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import REPO_ROOT
+from helpers.paths import REPO_ROOT
 from lens_browser import ARTIFACTS, BROWSER_MARKS, open_inspector_page, served_app, wait_candidate
 
 pytestmark = BROWSER_MARKS

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, requires_cvp, run_cli
+from helpers.cli import run_cli
+from helpers.paths import REPO_ROOT
 from procfs import alive, children
 
 from app.server import check_access, is_loopback, read_auth_file
@@ -268,13 +269,38 @@ def test_every_custom_route_is_checked() -> None:
         reselect=lambda body: ({"outputs": []}, None),
     )
     paths = {r.path for r in app.router.routes if r.path.startswith("/lens/")}
-    assert paths == {*_our_routes("x"), "/lens/native", "/lens/block", "/lens/reselect"}
+    assert paths == {
+        *_our_routes("x"),
+        "/lens/native",
+        "/lens/block",
+        "/lens/reselect",
+        "/lens/static/{name}.js",
+    }
     for route in app.router.routes:
         if route.path in paths:
             assert [d.call.__name__ for d in route.dependant.dependencies] == ["check"], route.path
 
 
-@requires_cvp
+def test_the_page_scripts_are_served_as_files() -> None:
+    """The page loads its script through the head (app.server.LAUNCH_KWARGS) from app/static."""
+    from fastapi.testclient import TestClient
+    from gradio.routes import App
+
+    from app.server import LAUNCH_KWARGS, mount_frame_routes
+    from app.static import HERE
+
+    app = App()  # no login: Gradio's own check admits every request
+    mount_frame_routes(app, lambda *a: b"", lambda *a: "")
+    client = TestClient(app)
+    got = client.get("/lens/static/page.js")
+    assert got.status_code == 200 and got.headers["content-type"].startswith("text/javascript")
+    assert got.content == (HERE / "page.js").read_bytes()
+    assert '<script src="lens/static/page.js"></script>' == LAUNCH_KWARGS["head"]
+    for name in ("nope", "__init__", "..%2Fserver"):
+        assert client.get(f"/lens/static/{name}.js").status_code == 404, name
+
+
+@pytest.mark.needs_cvp
 @pytest.mark.slow  # starts the app twice (one select first)
 def test_a_public_host_serves_only_after_gradios_login(
     stored_run: tuple[Path, str], tmp_path: Path, start_app
@@ -286,7 +312,7 @@ def test_a_public_host_serves_only_after_gradios_login(
         "--run", run_id, "--session-db", db, "--work-dir", tmp_path / "work",
         "--host", "0.0.0.0", "--auth-file", auth, "--max-upload-mb", "1",
     )  # fmt: skip
-    for path in (*_our_routes(run_id).values(), "/config", "/gradio_api/info"):
+    for path in (*_our_routes(run_id).values(), "/lens/static/page.js", "/config", "/gradio_api/info"):
         assert app.get(path)[0] == 401, path  # ours answer as Gradio's own do
     assert app.upload(10)[0] == 401
     assert app.post_json("/lens/reselect", _live_body(run_id, images_per_group=2))[0] == 401
@@ -308,7 +334,7 @@ def test_a_public_host_serves_only_after_gradios_login(
     ]
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.slow  # starts the app
 def test_loopback_needs_no_login(stored_run: tuple[Path, str], tmp_path: Path, start_app) -> None:
     db, run_id = stored_run

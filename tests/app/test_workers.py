@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_VIDEO, requires_cvp
+from faults import AbortAt, fault_env
+from helpers.paths import SAMPLE_VIDEO
 
-from app.workers import Cleanup, PoolBusy, WorkerCrashed, WorkerPool, stage_from_dump
+from app.workers import PoolBusy, WorkerCrashed, WorkerPool
+from backend.isolation import Cleanup, stage_from_dump
 
 # Process-level end-to-end tests: the slow tier, not --fast.
 pytestmark = pytest.mark.slow
@@ -29,10 +31,13 @@ def job_double(value: int, *, progress: Any) -> int:
 
 
 def job_reaches(stage: str, *, progress: Any) -> str:
-    """Reports ``stage``: the pool's test switch aborts there."""
+    """Reports ``stage``: :data:`aborts_at_decode` aborts there when it is ``decode``."""
     progress("probe", 0.1)
     progress(stage, 0.5)
     return "not aborted"
+
+
+aborts_at_decode = AbortAt(job_reaches, "decode")  # the fault is the job's: the pool has no switch
 
 
 def job_segfault(*, progress: Any) -> None:
@@ -68,7 +73,7 @@ def job_writes_then_aborts(folder: str, *, progress: Any) -> None:
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[WorkerPool]:
-    with WorkerPool(2, per_session=2, max_pending=8, abort_stage="decode", preload=()) as p:
+    with WorkerPool(2, per_session=2, max_pending=8, preload=()) as p:
         yield p
 
 
@@ -76,20 +81,20 @@ def test_a_job_runs_in_a_worker_with_its_progress(pool: WorkerPool) -> None:
     seen: list[tuple[str, float]] = []
     assert pool.run(job_double, 21, on_progress=lambda stage, fraction: seen.append((stage, fraction))) == 42
     assert seen == [("probe", 0.5), ("select", 1.0)]
-    assert pool.run(job_reaches, "select") == "not aborted"  # the test switch aborts only at "decode"
+    assert pool.run(aborts_at_decode, "select") == "not aborted"  # the fault aborts only at "decode"
     assert pool.pending() == 0
 
 
 def test_an_aborting_job_is_one_error_and_the_worker_is_replaced(pool: WorkerPool) -> None:
     before = set(pool.worker_pids())
     with pytest.raises(WorkerCrashed) as crashed:
-        pool.run(job_reaches, "decode", subject="clip.mp4")
+        pool.run(aborts_at_decode, "decode", subject="clip.mp4")
     assert crashed.value.signal_name == "SIGABRT" and crashed.value.stage == "decode"
     assert (
         crashed.value.one_line()
         == "clip.mp4: the decoder crashed (SIGABRT) during decode; the app keeps running"
     )
-    assert pool.run(job_reaches, "group") == "not aborted"  # the next job runs
+    assert pool.run(aborts_at_decode, "group") == "not aborted"  # the next job runs
     deadline = time.monotonic() + 60
     while None in pool.worker_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -119,7 +124,7 @@ def test_a_crash_fails_only_its_own_job(pool: WorkerPool, tmp_path: Path) -> Non
     flag = tmp_path / "go"
     other = pool.submit(job_wait_for, str(flag), session="b")  # running in one worker
     with pytest.raises(WorkerCrashed):
-        pool.run(job_reaches, "decode", session="a", subject="clip.mp4")  # dies in the other
+        pool.run(aborts_at_decode, "decode", session="a", subject="clip.mp4")  # dies in the other
     flag.touch()
     assert other.wait() > 0  # the other session's job never noticed
     assert pool.pending() == 0
@@ -129,7 +134,7 @@ def test_a_crash_undoes_what_the_job_left(pool: WorkerPool, tmp_path: Path) -> N
     kept = tmp_path / "earlier.mp4"
     kept.write_bytes(b"an earlier export")
     os.utime(kept, (time.time() - 3600, time.time() - 3600))
-    pool_abort = WorkerPool(1, abort_stage="output", preload=())
+    pool_abort = WorkerPool(1, preload=())
     called: list[bool] = []
     try:
         cleanup = Cleanup(
@@ -138,7 +143,9 @@ def test_a_crash_undoes_what_the_job_left(pool: WorkerPool, tmp_path: Path) -> N
             then=lambda reason: called.append(reason),
         )
         with pytest.raises(WorkerCrashed) as crashed:
-            pool_abort.run(job_writes_then_aborts, str(tmp_path), subject="clip.mp4", cleanup=cleanup)
+            pool_abort.run(
+                AbortAt(job_writes_then_aborts, "output"), str(tmp_path), subject="clip.mp4", cleanup=cleanup
+            )
     finally:
         pool_abort.stop()
     assert "during output" in crashed.value.one_line()
@@ -180,7 +187,7 @@ def test_the_crash_stage_comes_from_the_innermost_stage_frame() -> None:
         "Thread 0x00007f0000000001 (most recent call first):\n"
         '  File "/x/backend/stages/pack.py", line 3 in pack\n\n'
         "Current thread 0x00007f0000000002 (most recent call first):\n"
-        '  File "/x/native/gateway.py", line 310 in _read_into\n'
+        '  File "/x/native/split_read.py", line 310 in _read_into\n'
         '  File "/x/backend/stages/decode.py", line 219 in decode\n'
         '  File "/x/backend/pipeline/runner.py", line 96 in call\n\n'
         "Extension modules: numpy\n"
@@ -192,7 +199,7 @@ def test_the_crash_stage_comes_from_the_innermost_stage_frame() -> None:
     assert stage_from_dump("") is None
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_a_select_that_aborts_is_stored_as_failed_and_the_next_one_runs(tmp_path: Path) -> None:
     from app import jobs
     from backend.pipeline import SelectionOptions
@@ -200,10 +207,10 @@ def test_a_select_that_aborts_is_stored_as_failed_and_the_next_one_runs(tmp_path
 
     db = tmp_path / "s.duckdb"
     options = SelectionOptions(profile="clean")
-    with SessionStore(db) as store, WorkerPool(1, abort_stage="decode") as aborting:
+    with SessionStore(db) as store, WorkerPool(1) as aborting:
         with pytest.raises(WorkerCrashed) as crashed:
             aborting.run(
-                jobs.select_run,
+                AbortAt(jobs.select_run, "decode"),
                 SAMPLE_VIDEO,
                 db,
                 options,
@@ -221,7 +228,7 @@ def test_a_select_that_aborts_is_stored_as_failed_and_the_next_one_runs(tmp_path
         assert store.get_run(done["run_id"]).status == "done"
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_the_run_tab_runs_through_the_pool(tmp_path: Path) -> None:
     from app.main import start_pool, stop_pool
     from app.tabs import run
@@ -246,13 +253,10 @@ def test_the_run_tab_runs_through_the_pool(tmp_path: Path) -> None:
         ws.close()
 
 
-@requires_cvp
-def test_the_first_run_and_a_reopen_after_eviction_decode_in_a_worker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.needs_cvp
+def test_the_first_run_and_a_reopen_after_eviction_decode_in_a_worker(tmp_path: Path) -> None:
     from app.main import stop_pool
     from app.server import first_run
-    from app.workers import ABORT_STAGE_ENV
     from app.workspace import make_workspace
     from backend.runs import decode_is_cached, prune_cache
 
@@ -262,11 +266,15 @@ def test_the_first_run_and_a_reopen_after_eviction_decode_in_a_worker(
     ws = make_workspace(session_db=tmp_path / "s.duckdb", output_dir=tmp_path / "work")
     try:
         # The app's first run is a job of its pool: a decoder crash there is one error, not the end.
-        monkeypatch.setenv(ABORT_STAGE_ENV, "decode")
-        with pytest.raises(WorkerCrashed, match=r"clip\.mp4: the decoder crashed \(SIGABRT\) during decode"):
-            first_run(ws, video=str(video))
-        stop_pool(ws)
-        monkeypatch.delenv(ABORT_STAGE_ENV)
+        # The pool's workers, spawned now, inherit the fault (tests/faults/sitecustomize.py).
+        with pytest.MonkeyPatch.context() as faulty:
+            for name, value in fault_env("decode").items():
+                faulty.setenv(name, value)
+            with pytest.raises(
+                WorkerCrashed, match=r"clip\.mp4: the decoder crashed \(SIGABRT\) during decode"
+            ):
+                first_run(ws, video=str(video))
+            stop_pool(ws)
         run_id = first_run(ws, video=str(video))
         assert ws.pool is not None and ws.store.get_run(run_id).status == "done"
         shown = ws.result(run_id)
@@ -283,7 +291,7 @@ def test_the_first_run_and_a_reopen_after_eviction_decode_in_a_worker(
         ws.close()
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_a_decoder_crash_while_reopening_an_evicted_run_is_one_error(tmp_path: Path) -> None:
     from app.main import stop_pool
     from app.workspace import ensure_run, make_workspace
@@ -295,9 +303,12 @@ def test_a_decoder_crash_while_reopening_an_evicted_run_is_one_error(tmp_path: P
         ws._results.clear()
         ws.memory.clear()
         prune_cache(ws.store, budget_bytes=0)
-        ws.pool = WorkerPool(1, abort_stage="decode")
-        with pytest.raises(WorkerCrashed) as crashed:
-            ws.result(run_id)
+        with pytest.MonkeyPatch.context() as faulty:  # inherited by the worker it spawns
+            for name, value in fault_env("decode").items():
+                faulty.setenv(name, value)
+            ws.pool = WorkerPool(1)
+            with pytest.raises(WorkerCrashed) as crashed:
+                ws.result(run_id)
         assert crashed.value.one_line() == (
             f"{SAMPLE_VIDEO.name}: the decoder crashed (SIGABRT) during decode; the app keeps running"
         )
@@ -307,7 +318,7 @@ def test_a_decoder_crash_while_reopening_an_evicted_run_is_one_error(tmp_path: P
         ws.close()
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_the_sparse_video_is_encoded_in_a_worker(tmp_path: Path) -> None:
     import av
 

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import REPO_ROOT, requires_cvp
+from helpers.clips import encode_clip
+from helpers.paths import REPO_ROOT
 from PIL import Image
 
-from native import gateway
+import native
+from native import bitcost_reader
 
 # Whole-clip reads at every size: the end-to-end tier, not the unit tier (--fast).
-pytestmark = [requires_cvp, pytest.mark.slow]
+pytestmark = [pytest.mark.needs_cvp, pytest.mark.slow]
 
 FRAMES = 20
 # No-deblocking drift of the reader against a deblocked decode stays above this on these clips;
@@ -51,8 +52,8 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("width", range(400, 450, 2))
 def test_native_size_reads_are_right_at_every_width(sweep_dir: Path, width: int) -> None:
     clip = _clip(sweep_dir, "h264", width, 240)
-    got = list(gateway.iter_reader_rgb(clip))
-    assert _min_y_psnr(got, list(gateway.iter_rgb(clip))) >= MIN_Y_PSNR_DB
+    got = list(native.iter_reader_rgb(clip))
+    assert _min_y_psnr(got, list(native.iter_rgb(clip))) >= MIN_Y_PSNR_DB
 
 
 @pytest.mark.parametrize(
@@ -63,8 +64,8 @@ def test_native_size_reads_other_codecs_and_480p(
     sweep_dir: Path, codec: str, width: int, height: int
 ) -> None:
     clip = _clip(sweep_dir, codec, width, height)
-    got = list(gateway.iter_reader_rgb(clip))
-    assert _min_y_psnr(got, list(gateway.iter_rgb(clip))) >= MIN_Y_PSNR_DB
+    got = list(native.iter_reader_rgb(clip))
+    assert _min_y_psnr(got, list(native.iter_rgb(clip))) >= MIN_Y_PSNR_DB
 
 
 @pytest.mark.parametrize(("codec", "width"), [("h264", 400), ("h264", 448), ("hevc", 640), ("vp9", 416)])
@@ -74,33 +75,33 @@ def test_the_unfiltered_decode_equals_the_reader_where_the_reader_is_right(
     """The stand-in for the broken path is the reader's own output wherever that one is correct."""
     clip = _clip(sweep_dir, codec, width, 240)
     ids = list(range(FRAMES))
-    assert not gateway._reader_pixels_unsafe(clip, 0, 0)
-    reader = gateway.read_bitcost(clip, ids, export_pixels=True, export_bitcost=False)
-    ours = gateway.decode_unfiltered_bgr(clip, ids)
+    assert not bitcost_reader._reader_pixels_unsafe(clip, 0, 0)
+    reader = native.read_bitcost(clip, ids, export=native.ReaderExport(pixels=True, bitcost=False))
+    ours = native.decode_unfiltered_bgr(clip, ids)
     for item in reader:
-        np.testing.assert_array_equal(item["pixels"], ours[item["frame_idx"]])
+        np.testing.assert_array_equal(item.pixels_bgr, ours[item.frame_index])
 
 
 def test_bitcost_reads_keep_their_maps_when_pixels_come_from_pyav(sweep_dir: Path) -> None:
     clip = _clip(sweep_dir, "h264", 410, 240)
-    assert gateway._reader_pixels_unsafe(clip, 410, 240)
-    assert not gateway._reader_pixels_unsafe(clip, 392, 224)  # a scaled read uses the reader's pixels
+    assert bitcost_reader._reader_pixels_unsafe(clip, 410, 240)
+    assert not bitcost_reader._reader_pixels_unsafe(clip, 392, 224)  # a scaled read uses the reader's pixels
     ids = [0, 3, 7, 19]
     # Unpruned, so every wanted frame has its map (pruning drops reordered P frames, spec §14.5).
-    with_pixels = gateway.read_bitcost(
-        clip, ids, export_pixels=True, out_width=410, out_height=240, target_only=False
+    with_pixels = native.read_bitcost(
+        clip, ids, export=native.ReaderExport(pixels=True, out_width=410, out_height=240), target_only=False
     )
-    maps_only = gateway.read_bitcost(clip, ids, export_pixels=False, target_only=False)
-    assert [i["frame_idx"] for i in with_pixels] == ids
+    maps_only = native.read_bitcost(clip, ids, export=native.ReaderExport(pixels=False), target_only=False)
+    assert [i.frame_index for i in with_pixels] == ids
     for a, b in zip(with_pixels, maps_only, strict=True):
-        assert a["pict_type"] == b["pict_type"]
-        np.testing.assert_array_equal(a["bitcost"]["mb_bit_cost"], b["bitcost"]["mb_bit_cost"])
-        assert a["pixels"].shape == (240, 410, 3)
-    segment = gateway.read_segment(
-        clip, ids[1:], export_bitcost=True, export_pixels=True, out_width=0, out_height=0
+        assert a.pict_type == b.pict_type
+        np.testing.assert_array_equal(a.grids["mb_bit_cost"], b.grids["mb_bit_cost"])
+        assert a.pixels_bgr.shape == (240, 410, 3)
+    segment = native.read_segment(
+        clip, ids[1:], export=native.ReaderExport(pixels=True, bitcost=True, out_width=0, out_height=0)
     )
     for item in segment:
-        np.testing.assert_array_equal(item["pixels"], with_pixels[ids.index(item["frame_idx"])]["pixels"])
+        np.testing.assert_array_equal(item.pixels_bgr, with_pixels[ids.index(item.frame_index)].pixels_bgr)
 
 
 def test_select_at_a_native_size_with_an_odd_width_runs(sweep_dir: Path, tmp_path: Path) -> None:
@@ -115,6 +116,6 @@ def test_select_at_a_native_size_with_an_odd_width_runs(sweep_dir: Path, tmp_pat
     anchor_frame = int(tokens[0, 0])
     canvas = np.asarray(Image.open(out / "canvas_000.png").convert("RGB"))
     assert canvas.shape == (392, 392, 3)
-    decoded = list(gateway.iter_rgb(clip))[anchor_frame]
+    decoded = list(native.iter_rgb(clip))[anchor_frame]
     mse = float(np.mean((_y(canvas) - _y(decoded)) ** 2))
     assert 10 * np.log10(255.0**2 / max(mse, 1e-9)) >= MIN_Y_PSNR_DB

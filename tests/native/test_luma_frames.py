@@ -1,4 +1,4 @@
-"""The analyzer's band-wise RGB conversion gives the gateway's pixels, and the kernel the same sums."""
+"""The analyzer's band-wise RGB conversion equals ``native.iter_rgb``, and its kernel gives the same sums."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import itertools
 import av
 import numpy as np
 import pytest
-from clips import encode_clip
-from luma_clip_pairs import make_pair
+from helpers.clips import encode_clip
+from helpers.luma_clip_pairs import make_pair
 
+import native
 from backend.luma import MeasureConfig, measure_frames
-from native import gateway
 from native.compiled import COMPILED_KERNEL
 from native.luma_frames import Yuv420Frame, iter_luma_frames, measure_yuv420_pair
 
@@ -20,7 +20,7 @@ REAL_CLIPS = ("real_h264_film_friday.mp4", "real_h264_static_parkinglot.mp4", "r
 
 def _assert_same_pixels(path, count: int, band_rows: tuple[int, ...]) -> int:
     yuv = 0
-    expected = itertools.islice(gateway.iter_rgb(path), count)
+    expected = itertools.islice(native.iter_rgb(path), count)
     got = itertools.islice(iter_luma_frames(path), count)
     for want, frame in itertools.zip_longest(expected, got):
         assert want is not None and frame is not None
@@ -38,11 +38,11 @@ def _assert_same_pixels(path, count: int, band_rows: tuple[int, ...]) -> int:
 
 
 @pytest.mark.parametrize("name", REAL_CLIPS)
-def test_band_conversion_matches_the_gateway_on_real_clips(real_clips, name) -> None:
+def test_band_conversion_matches_iter_rgb_on_real_clips(real_clips, name) -> None:
     assert _assert_same_pixels(real_clips / name, 3, (64, 6, 2)) == 3
 
 
-def test_non_yuv420_frames_come_as_the_gateways_rgb(tmp_path) -> None:
+def test_non_yuv420_frames_come_as_iter_rgb_gives_them(tmp_path) -> None:
     _, test = make_pair(tmp_path, "rgb", frames=4)  # libx264rgb: not yuv420p
     assert _assert_same_pixels(test, 4, ()) == 0
     frame = next(iter(iter_luma_frames(encode_clip(tmp_path / "c.mp4", codec="h264", frames=2))))
@@ -60,10 +60,10 @@ def test_the_kernel_measures_yuv_frames_as_their_rgb(clips_dir, cell) -> None:
     )
     config = MeasureConfig(cell=cell)
     from_yuv = measure_frames(
-        iter_luma_frames(test), [iter_luma_frames(ref), gateway.iter_rgb(ref)], config=config
+        iter_luma_frames(test), [iter_luma_frames(ref), native.iter_rgb(ref)], config=config
     )
     from_rgb = measure_frames(
-        gateway.iter_rgb(test), [gateway.iter_rgb(ref), iter_luma_frames(ref)], config=config
+        native.iter_rgb(test), [native.iter_rgb(ref), iter_luma_frames(ref)], config=config
     )
     for a, b in zip(from_yuv, from_rgb, strict=True):
         for name in ("test_mean_rgb", "reference_mean_rgb", "y_mse", "test_cells", "diff_cells"):
@@ -121,9 +121,9 @@ def test_compiled_kernel_refuses_mismatched_frames() -> None:
 def test_all_yuv_pairs_measure_as_their_rgb_on_real_clips(real_clips, tmp_path, name) -> None:
     # Every input yuv420p: the compiled kernel (when built) against the numpy kernel over RGB.
     source, test = real_clips / name, tmp_path / "test.mp4"
-    frames = list(itertools.islice(gateway.iter_rgb(source), 8))
+    frames = list(itertools.islice(native.iter_rgb(source), 8))
     h, w, _ = frames[0].shape
-    with gateway.VideoWriter(test, codec="libx264", width=w, height=h, fps=25, options={"crf": "40"}) as out:
+    with native.VideoWriter(test, codec="libx264", width=w, height=h, fps=25, options={"crf": "40"}) as out:
         for frame in frames:
             out.write(frame)
     for cell in (64, 16):
@@ -132,7 +132,7 @@ def test_all_yuv_pairs_measure_as_their_rgb_on_real_clips(real_clips, tmp_path, 
             iter_luma_frames(test), [itertools.islice(iter_luma_frames(source), 8)], config=config
         )
         from_rgb = measure_frames(
-            gateway.iter_rgb(test), [itertools.islice(gateway.iter_rgb(source), 8)], config=config
+            native.iter_rgb(test), [itertools.islice(native.iter_rgb(source), 8)], config=config
         )
         assert from_yuv[0].y_mse.max() > 0  # (the first frames of the HEVC clip are black)
         for field in ("test_mean_rgb", "reference_mean_rgb", "test_cells", "diff_cells"):

@@ -1,6 +1,6 @@
 """The compiled motion kernel gives the numpy path's motion, residual and mvres grids bit for bit.
 
-The numpy/OpenCV implementation (``signals.motion_compensate``, ``cell_means``, ``fuse_mvres``)
+The numpy/OpenCV implementation (``signal_maps.motion_compensate``, ``cell_means``, ``fuse_mvres``)
 is what every motion signal computed before the kernel existed and what serves where it is not
 built; each test below compares the two on the same inputs.
 """
@@ -13,10 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import native
+from backend.stages import signal_maps
 from backend.stages import signals as sig
 from backend.stages.probe import ProbeConfig, probe
-from native import gateway, side_data
 from native import motion as motion_kernel
+from native import side_data
 from native.compiled import COMPILED_KERNEL
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -29,10 +31,10 @@ def numpy_path(
 ) -> tuple[np.ndarray, float, dict[int, Counter[int]]]:
     """The signal's cell grid, covered share and distances as the numpy path computes them."""
     cur32 = cur.astype(np.float32)
-    pred, mag, covered, dist = sig.motion_compensate(
+    pred, mag, covered, dist = signal_maps.motion_compensate(
         cur32, {k: v.astype(np.float32) for k, v in refs.items()}, mvs, max_distance=config.reference_search
     )
-    grid = sig.cell_means(sig._PIXEL_MAPS[kind](mag, np.abs(cur32 - pred), config), config.cell_size)
+    grid = signal_maps.cell_means(sig._PIXEL_MAPS[kind](mag, np.abs(cur32 - pred), config), config.cell_size)
     return grid, float(covered.mean()), dist
 
 
@@ -53,7 +55,7 @@ def windows() -> dict[str, dict[int, dict]]:
     for name, last in (("real_h264_film_friday.mp4", 40), ("real_h264_static_parkinglot.mp4", 24)):
         out[name] = {
             item["frame_index"]: item
-            for item in side_data.iter_frames(DATA / name, luma=True, motion_vectors=True, last_index=last)
+            for item in side_data.iter_side_data(DATA / name, luma=True, motion_vectors=True, last_index=last)
         }
     return out
 
@@ -174,9 +176,8 @@ def test_residual_order_statistics_are_the_sorted_keys(scale, floor) -> None:
         "one level": motion_kernel.RESIDUAL_SCALE,
         "median": int(np.median(keys)) // 64 * 64,
     }
-    motion = motion_kernel.motion_residual(
-        cur, refs, mvs, hyp, unit=8, max_distance=2, histogram_floor=floor_key[floor]
-    )
+    outputs = motion_kernel.ResidualOutputs(histogram_floor=floor_key[floor])
+    motion = motion_kernel.motion_residual(cur, refs, mvs, hyp, unit=8, max_distance=2, outputs=outputs)
     assert motion is not None and motion.residual_keys is not None
     assert np.array_equal(motion.residual_keys, keys)
     assert motion.keys_aligned == (scale == 4)
@@ -194,14 +195,14 @@ def test_residual_order_statistics_are_the_sorted_keys(scale, floor) -> None:
 
 
 def test_one_decode_gives_the_signal_and_the_pixels() -> None:
-    """compute_signals(pixels_hw=...) returns the frames gateway.decode_frames_rgb decodes."""
+    """compute_signals(pixels_hw=...) returns the frames native.decode_frames_rgb decodes."""
     info = probe(DATA / "real_h264_film_friday.mp4", config=ProbeConfig())
     ids = np.asarray([3, 17, 17, 40], np.int32)
     alone = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="mvres"))
     both = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="mvres"), pixels_hw=(224, 308))
     assert alone.pixels is None and both.pixels is not None and both.pixels.shape == (4, 224, 308, 3)
     assert all(np.array_equal(a, b) for a, b in zip(alone.grids, both.grids, strict=True))
-    frames = gateway.decode_frames_rgb(info.path, ids.tolist(), out_width=308, out_height=224)
+    frames = native.decode_frames_rgb(info.path, ids.tolist(), out_width=308, out_height=224)
     for row, fid in enumerate(ids.tolist()):
         assert np.array_equal(both.pixels[row], frames[fid]), fid
     energy = sig.compute_signals(info, ids, config=sig.SignalConfig(kind="pkt_energy"), pixels_hw=(224, 308))
@@ -217,7 +218,7 @@ def test_compute_signals_equals_the_numpy_path_end_to_end() -> None:
     ids = np.arange(0, 24, dtype=np.int32)
     frames = {
         item["frame_index"]: item
-        for item in side_data.iter_frames(
+        for item in side_data.iter_side_data(
             info.path, luma=True, motion_vectors=True, last_index=27, thread_count=1
         )
     }

@@ -8,9 +8,9 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from clips import encode_clip
+from helpers.clips import encode_clip
 
-from native import gateway
+import native
 from native.encode import EncodeTarget, transcode
 
 pytestmark = pytest.mark.skipif(
@@ -34,7 +34,7 @@ def test_a_bare_svt_av1_encode_makes_the_caller_realtime_and_the_guard_undoes_it
         for packet in stream.encode(frame):
             container.mux(packet)
         assert os.sched_getscheduler(0) == os.SCHED_FIFO
-        assert gateway.drop_realtime_scheduling() >= 1
+        assert native.drop_realtime_scheduling() >= 1
         assert _realtime_threads() == []
         for packet in stream.encode(None):
             container.mux(packet)
@@ -42,7 +42,7 @@ def test_a_bare_svt_av1_encode_makes_the_caller_realtime_and_the_guard_undoes_it
 
 
 def test_the_products_av1_encoders_leave_no_realtime_thread(tmp_path: Path) -> None:
-    writer = gateway.VideoWriter(tmp_path / "writer.mp4", codec="libsvtav1", width=64, height=64, fps=24)
+    writer = native.VideoWriter(tmp_path / "writer.mp4", codec="libsvtav1", width=64, height=64, fps=24)
     with writer:
         for i in range(3):
             writer.write(np.full((64, 64, 3), 40 * i, np.uint8))

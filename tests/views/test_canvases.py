@@ -9,13 +9,13 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import SAMPLE_VIDEO, requires_cvp
+from helpers.paths import SAMPLE_VIDEO
 
 from backend.cvp_format import write_output
 from backend.pipeline import RunResult, SelectionOptions, run
 from views import canvases
 
-pytestmark = requires_cvp
+pytestmark = pytest.mark.needs_cvp
 
 
 @pytest.fixture(scope="module")

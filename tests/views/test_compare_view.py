@@ -6,8 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from compare_clips import make_comparison
-from conftest import requires_cvp
+from helpers.compare_clips import make_comparison
 
 from backend.compare import kept_mask_at, load_comparison
 from backend.runs import open_run
@@ -15,7 +14,7 @@ from backend.store import SessionStore
 from views import compare as cv
 from views.inspector.frame_layers import LayerOptions, prepare_frame_layers
 
-pytestmark = [requires_cvp, pytest.mark.needs_cvp]
+pytestmark = pytest.mark.needs_cvp
 
 
 @pytest.fixture(scope="module")
@@ -70,19 +69,19 @@ def test_heatmap_runs_share_one_scale_per_signal(opened) -> None:
 def test_pane_draws_the_inspector_layers_and_captions_its_frame(opened) -> None:
     stored, results, _ = opened
     opts = LayerOptions(heatmap=True, block_grid=True)
-    pane = cv.prepare_pane(results, 2, 5, layers=opts, scale="frame", labels=stored.labels)
+    pane = cv.prepare_pane(results, 2, 5, cv.PaneOptions(layers=opts, scale="frame", labels=stored.labels))
     row = 5  # every frame is a candidate: row = frame_index
     assert np.array_equal(pane.image, prepare_frame_layers(results[2], row, opts).image)
     assert pane.caption.startswith(f"{stored.labels[2]} · frame 5 · ") and pane.info["exact"]
-    video = cv.prepare_pane(results, 2, 5, layers=opts, scale="video", labels=stored.labels)
-    shared = cv.prepare_pane(results, 2, 5, layers=opts, scale="all", labels=stored.labels)
+    video = cv.prepare_pane(results, 2, 5, cv.PaneOptions(layers=opts, scale="video", labels=stored.labels))
+    shared = cv.prepare_pane(results, 2, 5, cv.PaneOptions(layers=opts, scale="all", labels=stored.labels))
     assert not np.array_equal(video.image, pane.image) and not np.array_equal(shared.image, pane.image)
-    far = cv.prepare_pane(results, 0, 500, labels=stored.labels)
+    far = cv.prepare_pane(results, 0, 500, cv.PaneOptions(labels=stored.labels))
     assert not far.info["exact"] and "nearest candidate to frame 500" in far.caption
     with pytest.raises(ValueError, match="Invalid pane"):
         cv.prepare_pane(results, 4, 0)
     with pytest.raises(ValueError, match="Invalid scale"):
-        cv.prepare_pane(results, 0, 0, scale="global")
+        cv.prepare_pane(results, 0, 0, cv.PaneOptions(scale="global"))
 
 
 def test_difference_masks_partition_the_kept_blocks(opened) -> None:
@@ -112,13 +111,13 @@ def test_draw_difference_tints_only_the_differing_blocks() -> None:
 
 def test_pane_in_difference_mode_counts_the_blocks(opened) -> None:
     stored, results, _ = opened
-    plain = cv.prepare_pane(results, 1, 6, labels=stored.labels)
-    diff = cv.prepare_pane(results, 1, 6, difference_with=0, labels=stored.labels)
+    plain = cv.prepare_pane(results, 1, 6, cv.PaneOptions(labels=stored.labels))
+    diff = cv.prepare_pane(results, 1, 6, cv.PaneOptions(difference_with=0, labels=stored.labels))
     masks = cv.difference_masks(results[0], results[1], 6)
     assert {k: diff.info[k] for k in masks} == {k: int(v.sum()) for k, v in masks.items()}
     assert f"vs {stored.labels[0]}: {diff.info['a_only']} only there" in diff.caption
     assert (masks["a_only"].any() or masks["b_only"].any()) == (not np.array_equal(plain.image, diff.image))
-    itself = cv.prepare_pane(results, 0, 6, difference_with=0, labels=stored.labels)
+    itself = cv.prepare_pane(results, 0, 6, cv.PaneOptions(difference_with=0, labels=stored.labels))
     assert "a_only" not in itself.info  # the reference pane shows its own layers
 
 

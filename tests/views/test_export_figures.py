@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import requires_cvp
+from helpers.synthetic import synthetic_run
 
 from backend.export import export_groups
 from backend.pipeline import RunResult
 from views import figure_style
 from views.export_figures import prepare_export_figures
 
-pytestmark = requires_cvp
-
 
 @pytest.fixture(scope="module")
-def result(sample_run: RunResult) -> RunResult:
-    """The shared run of the sample: 48 candidates in two readiness groups (frames 1–79, 82–149)."""
-    return sample_run
+def result() -> RunResult:
+    """50 candidates (every third frame, keyframe 0 moved to 1) in three readiness groups."""
+    return synthetic_run(frames=150, sampled=range(0, 150, 3), moved=[(0, 1)], groups=3)
 
 
 def test_a_frame_range_keeps_only_the_groups_it_touches(result):

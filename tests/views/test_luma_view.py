@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from luma_clip_pairs import STEADY_OFFSETS, expected_bias, make_pair
+from helpers.luma_clip_pairs import STEADY_OFFSETS, expected_bias, make_pair
 
+import native
 from backend.luma import (
     GopGeometry,
     LatentWindowGeometry,
@@ -20,7 +21,6 @@ from backend.luma import (
     correct_frames,
     fit_and_evaluate,
 )
-from native import gateway
 from views import luma as luma_view
 
 H3 = LatentWindowGeometry()
@@ -118,8 +118,8 @@ def test_stacked_plot_rows_are_the_chunks_from_the_third_on(analysis) -> None:
 
 def test_stacked_plot_of_a_short_clip_is_empty_but_valid(pairs) -> None:
     reference, test = pairs["a"]
-    frames_ref = list(gateway.iter_rgb(reference))[:30]
-    frames_test = list(gateway.iter_rgb(test))[:30]
+    frames_ref = list(native.iter_rgb(reference))[:30]
+    frames_test = list(native.iter_rgb(test))[:30]
     short = analyze_frames(frames_test, frames_ref, geometry=H3)
     fig = luma_view.prepare_stacked_plot(short.report)
     assert [t.name for t in fig.data] == []
@@ -233,8 +233,8 @@ def test_fit_views_without_held_out_analyses(pairs) -> None:
 
 def test_before_after_figures_of_a_correction(pairs, fit) -> None:
     reference, test = pairs["a"]
-    ref_frames = list(gateway.iter_rgb(reference))
-    test_frames = list(gateway.iter_rgb(test))
+    ref_frames = list(native.iter_rgb(reference))
+    test_frames = list(native.iter_rgb(test))
     before = analyze_frames(test_frames, ref_frames, geometry=H3)
     after = analyze_frames(list(correct_frames(fit.model, test_frames)), ref_frames, geometry=H3)
     fig = luma_view.prepare_before_after_plot(before, after)

@@ -132,7 +132,7 @@ def _raw_cells(result: RunResult, row: int, y0: int, y1: int, x0: int, x1: int) 
     assert grid is not None
     gh, gw = grid.shape
     h, w = result.geometry.processed_hw
-    # Resize index ramps with the same call as backend.stages.score.upsample, so the mapping matches
+    # Resize index ramps with the same call as backend.imaging.upsample, so the mapping matches
     # exactly; INTER_NEAREST is separable, so rows and columns can be mapped independently.
     row_of_y = cv2.resize(
         np.arange(gh, dtype=np.float32).reshape(gh, 1), (1, h), interpolation=cv2.INTER_NEAREST

@@ -141,8 +141,15 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
     traces.append(marker)
     # Bins are counts: whole-number ticks from 0 (exports showed 0.136 … 3.191 here).
     bins_top = max(max(s.covered_bins, s.needed_bins) for s in steps)
+    layout = _readiness_layout(group_index, note, bins_top)
+    return plain_figure(traces, layout)
+
+
+def _readiness_layout(group_index: int, note: dict[str, Any], bins_top: int) -> dict[str, Any]:
+    """The readiness plot's layout: two rows sharing x, the top one with the bins on a secondary y
+    (whole-number ticks from 0 up to ``bins_top``), ``note`` the stop decision's annotation."""
     x_style, y_style = axis_style(x=True), axis_style()
-    layout = merged(
+    return merged(
         style_layout(),
         {
             "title": {"text": f"group {group_index}: readiness trace"},
@@ -176,7 +183,6 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
             "yaxis3": merged(y_style, {"anchor": "x2", "domain": [0.0, 0.282], "title": {"text": "gain"}}),
         },
     )
-    return plain_figure(traces, layout)
 
 
 def _no_trace_figure(result: RunResult, group_index: int, stop_reason: str) -> go.Figure:

@@ -144,7 +144,7 @@ def prepare_timeline(
 
 def cursor_shapes(frame_index: int | None) -> list[dict[str, Any]]:
     """The playhead: a vertical line named ``cursor`` at ``frame_index`` over the whole plot
-    (none for None). The browser moves it on frame steps (app.browser_js, L.cursor)."""
+    (none for None). The browser moves it on frame steps (app/static/page.js, L.cursor)."""
     if frame_index is None:
         return []
     line = {"type": "line", "x0": frame_index, "x1": frame_index, "y0": 0, "y1": 1}

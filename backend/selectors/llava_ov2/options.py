@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from backend.config import PROFILES, Profile, option_of, param, validate_fields
+from backend.pipeline.recipe import SelectorOptions
 from backend.selectors.llava_ov2.decode import StreamDecodeConfig
 from backend.selectors.llava_ov2.geometry import CanvasConfig
 from backend.selectors.llava_ov2.gop import GopConfig
@@ -14,12 +14,14 @@ from backend.selectors.llava_ov2.quota import QuotaConfig
 from backend.selectors.llava_ov2.sample import LlavaSampleConfig
 from backend.selectors.llava_ov2.score import ScoreConfig
 from backend.stages.decode import decoder_thread_count
+from backend.stages.pack import PackConfig
+from backend.stages.probe import ProbeConfig
 
 CANVAS_FORMATS = ("jpg", "png")
 
 
 @dataclass(frozen=True, kw_only=True)
-class LlavaOv2Options:
+class LlavaOv2Options(SelectorOptions):
     """Every option of a llava-ov2 run, named as lmms-video-utils' ``CodecConfig``.
 
     Unset values of the reference (``None``) are 0 here: ``start_time``/``end_time`` 0 mean the
@@ -97,13 +99,6 @@ class LlavaOv2Options:
         weighted = self.score_mode != "framediff" and self.bitcost_score_mode != "off"
         return self.profile == "parity" and (self.gop_mode == "bitcost" or weighted)
 
-    def replace(self, **changes: Any) -> LlavaOv2Options:
-        """A copy with some options changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
     def codec_config(self) -> dict[str, Any]:
         """The same run as lmms-video-utils' ``fetch_codec_video(path, **codec_config())`` keywords.
 
@@ -177,4 +172,6 @@ class LlavaOv2Options:
                 bitcost_score_mode=self.bitcost_score_mode,
             ),
             "select": QuotaConfig(images_per_group=self.images_per_group, profile=prof),
+            "probe": ProbeConfig(profile="clean"),
+            "pack": PackConfig(images_per_group=self.images_per_group, packer="quota"),
         }

@@ -1,6 +1,6 @@
 """The lmms-video-utils 0.1.0 defects the llava-ov2 profiles reproduce: switch and warning code of each.
 
-One table, like ``backend.pipeline.quirks`` for codec-video-prep: the llava-ov2 stages ask
+One table, like ``backend.quirks`` for codec-video-prep: the llava-ov2 stages ask
 ``quirk_on(profile, name)`` instead of comparing profile names, and every defect that fires in
 a run records the warning its row names. Numbers are the items of §9 of
 ``specs/lmms-video-utils-0.1.0.md``; ``section`` is where the spec describes the behaviour.
@@ -12,7 +12,7 @@ import functools
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from backend.pipeline.quirks import PARITY, Quirk, QuirkTable
+from backend.quirks import PARITY, Quirk, QuirkTable
 
 _PARITY = (PARITY,)
 _defect = functools.partial(Quirk, reference="lmms-video-utils", item="defect")

@@ -9,17 +9,18 @@ export and comparison takes it as it takes a cvp run.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-# PyAV (native.stream_decode) loads in select_llava_ov2(): backend.selectors imports this module,
+# PyAV (through native) loads in _sample(): backend.selectors imports this module,
 # and a batch re-run that skips everything must not load a decoder.
 from backend.errors import PipelineError
-from backend.pipeline import RunResult
-from backend.pipeline.runner import ResumeArgs, begin
-from backend.records import Candidates, FrameQuality, Groups, RunWarning, ScoreMaps
+from backend.pipeline.recipe import Recipe, ResumeArgs, RunResult, Step, StepInput, run_recipe
+from backend.records import Candidates, FrameQuality, Groups, ScoreMaps
 from backend.selectors.llava_ov2.decode import decode_stream
 from backend.selectors.llava_ov2.geometry import canvas_geometry
 from backend.selectors.llava_ov2.gop import GopInputs, partition
@@ -27,13 +28,11 @@ from backend.selectors.llava_ov2.options import LlavaOv2Options
 from backend.selectors.llava_ov2.quota import select_quota
 from backend.selectors.llava_ov2.sample import sample, stream_fps
 from backend.selectors.llava_ov2.score import ScoreConfig, gop_weights
-from backend.stages.pack import PackConfig, pack
-from backend.stages.probe import ProbeConfig, probe
+from backend.stages.pack import pack
+from backend.stages.probe import probe
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-STAGE_NAMES = ("probe", "sample", "geometry", "decode", "group", "score", "select", "pack")
 
 
 def weighted_scores(
@@ -76,6 +75,116 @@ def weighted_scores(
     )
 
 
+def _probe(given: StepInput) -> dict[str, Any]:
+    return {"info": probe(given.video, config=given.configs["probe"])}
+
+
+def _sample(given: StepInput) -> dict[str, Any]:
+    import native
+    from native import SideDataError
+
+    info = given["info"]
+    try:
+        facts = native.stream_facts(info.path)
+    except SideDataError as exc:
+        raise PipelineError(str(exc), path=info.path, stage="sample") from exc
+    fps = stream_fps(
+        float(facts.average_rate) if facts.average_rate else None,
+        float(facts.base_rate) if facts.base_rate else None,
+    )
+    sar = float(facts.sample_aspect_ratio) if facts.sample_aspect_ratio else None
+    return {"sampled": sample(info, fps, config=given.configs["sample"]), "sar": sar}
+
+
+def _geometry(given: StepInput) -> dict[str, Any]:
+    return {"canvas": canvas_geometry(given["info"], given["sar"], config=given.configs["geometry"])}
+
+
+def _decode(given: StepInput) -> dict[str, Any]:
+    info, sampled, canvas = given["info"], given["sampled"], given["canvas"]
+    decoded_stream = decode_stream(info, sampled, canvas, config=given.configs["decode"])
+    # The per-candidate packet facts travel with the candidates, so a cached front can re-run
+    # the GOP partition.
+    debug = dict(sampled.debug) | {
+        "packet_size_bytes": decoded_stream.packet_sizes.tolist(),
+        "pts_secs": [None if np.isnan(p) else float(p) for p in decoded_stream.pts_secs],
+        "crop": list(canvas.crop),
+    }
+    candidates = Candidates(
+        frame_indices=sampled.frame_indices,
+        sampled_frame_indices=sampled.sampled_frame_indices,
+        keyframe_indices=(),
+        moved=(),
+        debug=debug,
+        warnings=sampled.warnings + canvas.warnings,
+    )
+    n = int(candidates.frame_indices.size)
+    return {
+        "decoded": decoded_stream.decoded,
+        "candidates": candidates,
+        "geometry": canvas.geometry,
+        "quality": FrameQuality(good=np.ones(n, bool), reasons=("",) * n),
+    }
+
+
+def _packet_sizes(candidates: Candidates) -> np.ndarray:
+    return np.asarray(candidates.debug["packet_size_bytes"], np.int64)
+
+
+def _group(given: StepInput) -> dict[str, Any]:
+    inputs = GopInputs(
+        packet_sizes=_packet_sizes(given["candidates"]), pict_types=given["decoded"].pict_types
+    )
+    return {"groups": partition(inputs, config=given.configs["group"])}
+
+
+def _score(given: StepInput) -> dict[str, Any]:
+    sizes = _packet_sizes(given["candidates"])
+    maps = weighted_scores(given["decoded"].grids, sizes, given["groups"], config=given.configs["score"])
+    return {"scores": dataclasses.replace(maps, processed_hw=given["geometry"].processed_hw)}
+
+
+def _select(given: StepInput) -> dict[str, Any]:
+    r = given.records
+    block_cols = r["geometry"].block_grid_hw[1]
+    selection = select_quota(
+        r["scores"], r["groups"], r["candidates"].frame_indices, block_cols, config=given.configs["select"]
+    )
+    return {"selection": selection}
+
+
+def _pack(given: StepInput) -> dict[str, Any]:
+    r = given.records
+    return {"canvases": pack(r["selection"], r["decoded"], r["geometry"], config=given.configs["pack"])}
+
+
+def _no_gop_message(records: Mapping[str, Any], configs: Mapping[str, Any]) -> str:
+    return (
+        f"no canvases produced: {records['candidates'].frame_indices.size} sampled frames formed no GOP of "
+        "at least 2 frames (the video is too short)"
+    )
+
+
+LLAVA_OV2 = Recipe(
+    "llava-ov2",
+    front=(
+        Step("probe", _probe, ("info",)),
+        Step("sample", _sample, ("sampled", "sar")),
+        Step("geometry", _geometry, ("canvas",)),
+        Step("decode", _decode, ("decoded", "candidates", "geometry", "quality")),
+    ),
+    back=(
+        Step("group", _group, ("groups",)),
+        Step("score", _score, ("scores",)),
+        Step("select", _select, ("selection",)),
+        Step("pack", _pack, ("canvases",)),
+    ),
+    empty_message=_no_gop_message,
+    # The weights depend on the GOPs, which are cheap to redo: cached score maps are not used.
+    reuses_scores=False,
+)
+
+
 def select_llava_ov2(
     video: str | Path, *, options: LlavaOv2Options, **resume: Unpack[ResumeArgs]
 ) -> RunResult:
@@ -87,8 +196,8 @@ def select_llava_ov2(
     options : llava-ov2 options (lmms-video-utils' CodecConfig names, profile).
     **resume : ``on_progress``, ``front`` (cached probe … decode records of a run with the same
         FRONT_OPTIONS: then nothing is decoded; GOPs, weights, selection and packing run again),
-        ``info`` (the probe of ``video``); ``scores`` is ignored (the weights depend on the GOPs,
-        which are cheap to redo). See ``backend.pipeline.runner.ResumeArgs``.
+        ``info`` (the probe of ``video``); ``scores`` is ignored. See
+        ``backend.pipeline.recipe.ResumeArgs``.
 
     Returns
     -------
@@ -100,100 +209,4 @@ def select_llava_ov2(
     ------
     InputError, UnsupportedVideoError, DecodeError, PipelineError, ValueError.
     """
-    from native import stream_decode
-    from native.side_data import SideDataError
-
-    cfg = options.stage_configs()
-    timed, front, _, info = begin(STAGE_NAMES, resume)
-    warnings: list[RunWarning] = []
-    if front is None:
-        if info is None:
-            info = timed("probe", probe, video, config=ProbeConfig(profile="clean"))
-        try:
-            facts = stream_decode.stream_facts(info.path)
-        except SideDataError as exc:
-            raise PipelineError(str(exc), path=info.path, stage="sample") from exc
-        fps = stream_fps(
-            float(facts.average_rate) if facts.average_rate else None,
-            float(facts.base_rate) if facts.base_rate else None,
-        )
-        candidates = timed("sample", sample, info, fps, config=cfg["sample"])
-        sar = float(facts.sample_aspect_ratio) if facts.sample_aspect_ratio else None
-        canvas = timed("geometry", canvas_geometry, info, sar, config=cfg["geometry"])
-        decoded_stream = timed("decode", decode_stream, info, candidates, canvas, config=cfg["decode"])
-        decoded = decoded_stream.decoded
-        # The per-candidate packet facts travel with the candidates, so a cached front can re-run
-        # the GOP partition.
-        debug = dict(candidates.debug) | {
-            "packet_size_bytes": decoded_stream.packet_sizes.tolist(),
-            "pts_secs": [None if np.isnan(p) else float(p) for p in decoded_stream.pts_secs],
-            "crop": list(canvas.crop),
-        }
-        candidates = Candidates(
-            frame_indices=candidates.frame_indices,
-            sampled_frame_indices=candidates.sampled_frame_indices,
-            keyframe_indices=(),
-            moved=(),
-            debug=debug,
-            warnings=candidates.warnings + canvas.warnings,
-        )
-        geometry = canvas.geometry
-        n = int(candidates.frame_indices.size)
-        quality = FrameQuality(good=np.ones(n, bool), reasons=("",) * n)
-    else:
-        info, candidates, geometry = front.info, front.candidates, front.geometry
-        decoded, quality = front.decoded, front.quality
-    packet_sizes = np.asarray(candidates.debug["packet_size_bytes"], np.int64)
-    gop_inputs = GopInputs(packet_sizes=packet_sizes, pict_types=decoded.pict_types)
-    groups = timed("group", partition, gop_inputs, config=cfg["group"])
-    score_maps = timed("score", weighted_scores, decoded.grids, packet_sizes, groups, config=cfg["score"])
-    score_maps = ScoreMaps(
-        grids=score_maps.grids,
-        processed_hw=geometry.processed_hw,
-        patch_scores=score_maps.patch_scores,
-        block_scores=score_maps.block_scores,
-        iframe_clip_cap=None,
-        debug=score_maps.debug,
-    )
-    selection = timed(
-        "select",
-        select_quota,
-        score_maps,
-        groups,
-        candidates.frame_indices,
-        geometry.block_grid_hw[1],
-        config=cfg["select"],
-    )
-    if not selection.groups:
-        raise PipelineError(
-            f"no canvases produced: {candidates.frame_indices.size} sampled frames formed no GOP of at least "
-            "2 frames (the video is too short)",
-            path=info.path,
-            stage="select",
-        )
-    canvases = timed(
-        "pack",
-        pack,
-        selection,
-        decoded,
-        geometry,
-        config=PackConfig(images_per_group=options.images_per_group, packer="quota"),
-    )
-    timings = timed.finish()
-    warnings += (
-        list(candidates.warnings) + list(decoded.warnings) + list(groups.warnings) + list(selection.warnings)
-    )
-    return RunResult(
-        options=options,
-        info=info,
-        candidates=candidates,
-        geometry=geometry,
-        decoded=decoded,
-        quality=quality,
-        scores=score_maps,
-        groups=groups,
-        selection=selection,
-        canvases=canvases,
-        warnings=tuple(warnings),
-        timings_secs=timings,
-    )
+    return run_recipe(LLAVA_OV2, video, options=options, **resume)

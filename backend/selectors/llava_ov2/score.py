@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import native
 from backend.config import Registry, Variant, param, validate_fields
-from native import torch_math
 
 _F32 = np.float32
 
@@ -24,12 +24,12 @@ _F32 = np.float32
 def luma(rgb: np.ndarray) -> np.ndarray:
     """(H, W) float32 luma 0.299 R + 0.587 G + 0.114 B of (H, W, 3) RGB, in the reference's float32 order."""
     if rgb.dtype == np.uint8:
-        return torch_math.luma(rgb)
+        return native.luma(rgb)
     f = np.asarray(rgb, _F32)
     return (f[..., 0] * _F32(0.299) + f[..., 1] * _F32(0.587)) + f[..., 2] * _F32(0.114)
 
 
-block_sums = torch_math.block_sums
+block_sums = native.block_sums
 
 
 def patch_sums(values: np.ndarray, patch: int) -> np.ndarray:
@@ -80,7 +80,7 @@ def sobel_weight(y: np.ndarray, edge_weight: float) -> np.ndarray:
 # --------------------------------------------------------------------------- motion fields
 
 
-motion_field = torch_math.motion_field
+motion_field = native.motion_field
 
 
 def resize_field(field: np.ndarray, out_hw: tuple[int, int], *, torch_threads: int) -> np.ndarray:
@@ -89,7 +89,7 @@ def resize_field(field: np.ndarray, out_hw: tuple[int, int], *, torch_threads: i
     fh, fw = field.shape[:2]
     if (fh, fw) == (h, w):
         return field
-    out = torch_math.bilinear(field, out_hw, torch_threads=torch_threads)
+    out = native.bilinear(field, out_hw, torch_threads=torch_threads)
     out[..., 0] *= _F32(float(w) / float(fw))
     out[..., 1] *= _F32(float(h) / float(fh))
     return out
@@ -97,7 +97,7 @@ def resize_field(field: np.ndarray, out_hw: tuple[int, int], *, torch_threads: i
 
 def warp_previous(previous: np.ndarray, field: np.ndarray) -> np.ndarray:
     """The previous frame sampled at pixel + (dx, dy) (bilinear, border padding), (H, W, 3) float32."""
-    return torch_math.warp(np.asarray(previous, _F32), field)
+    return native.warp(np.asarray(previous, _F32), field)
 
 
 # --------------------------------------------------------------------------- residuals

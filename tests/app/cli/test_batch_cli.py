@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from batch_clips import make_bad_dataset, make_dataset
-from conftest import REAL_CLIPS, REPO_ROOT, run_cli, run_cli_forked
+from helpers.batch_clips import make_bad_dataset, make_dataset
+from helpers.cli import run_cli, run_cli_forked
+from helpers.paths import REAL_CLIPS, REPO_ROOT
 
 from backend.store import read_summary_parquet
 

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_cli
+from helpers.cli import run_cli
+from helpers.paths import REPO_ROOT
 
 # Every case is a whole CLI process: the end-to-end tier, not the unit tier (--fast).
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO_ROOT
+from helpers.paths import REPO_ROOT
 
 from app.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, error_line, fail_with
 from backend.errors import InputError, OutputError

@@ -10,16 +10,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, SAMPLE_VIDEO, requires_cvp
+from faults import STAGE_ENV, VIDEO_ENV, fault_env
+from helpers.paths import REPO_ROOT, SAMPLE_VIDEO
 
-pytestmark = [requires_cvp, pytest.mark.slow]  # process-level end-to-end tier, not --fast
+pytestmark = [pytest.mark.needs_cvp, pytest.mark.slow]  # process-level end-to-end tier, not --fast
 
 
 def _run_cli(*args: str | Path, abort_at: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("CODEC_LENS_TEST_ABORT_STAGE", None)
-    if abort_at is not None:
-        env["CODEC_LENS_TEST_ABORT_STAGE"] = abort_at
+    env = {k: v for k, v in os.environ.items() if k not in (STAGE_ENV, VIDEO_ENV)}
+    if abort_at is not None:  # the test's own fault (tests/faults/sitecustomize.py), at start-up
+        env.update(fault_env(abort_at))
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *map(str, args)],
         cwd=REPO_ROOT,
@@ -122,8 +122,12 @@ def test_a_compare_that_dies_leaves_no_encodes(h264_clip: Path, tmp_path: Path) 
     assert [status for status, _ in _stored(db)] == ["failed"]
 
 
-def test_the_cli_and_the_app_read_the_same_test_switch() -> None:
-    import app.cli
-    import app.workers
-
-    assert app.cli._ABORT_STAGE_ENV == app.workers.ABORT_STAGE_ENV == "CODEC_LENS_TEST_ABORT_STAGE"
+def test_no_production_code_reads_the_test_switch() -> None:
+    """The fault is the test's (tests/faults/): the app, backend and native code know no switch."""
+    readers = [
+        path.relative_to(REPO_ROOT).as_posix()
+        for folder in ("app", "backend", "native")
+        for path in (REPO_ROOT / folder).rglob("*.py")
+        if STAGE_ENV in path.read_text() or "AbortSwitch" in path.read_text()
+    ]
+    assert readers == []

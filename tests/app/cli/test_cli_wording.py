@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import REPO_ROOT
+from helpers.paths import REPO_ROOT
 
 from app.cli import compare
 from app.cli.select import print_summary

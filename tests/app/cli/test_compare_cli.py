@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import requires_cvp, run_cli
+from helpers.cli import run_cli
 
 from backend.store import SessionStore
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 FLOWER = "real_h264_flower_timelapse.mp4"
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.needs_cvp
 def test_compare_prints_json_and_stores_the_comparison(real_clips, tmp_path) -> None:
     db = tmp_path / "s.duckdb"

@@ -1,7 +1,7 @@
 """Damaged copies of every codec and container: each command exits 0 (named warnings) or 2 (one line).
 
 Never a traceback, never death by a signal, never a hang, never decoder noise on stderr. The
-copies come from tests/damage.py (seeded: the same seed gives the same bytes). Seed 1 of every
+copies come from tests/helpers/damage.py (seeded: the same seed gives the same bytes). Seed 1 of every
 clip and kind runs by default; more seeds are ``slow``.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli_forked
-from damage import CONTAINERS, DAMAGE_KINDS, damage_bytes, file_layout, make_clip, write_damaged
+from helpers.cli import run_cli_forked
+from helpers.damage import CONTAINERS, DAMAGE_KINDS, damage_bytes, file_layout, make_clip, write_damaged
 
 # Every command over every damaged copy: the end-to-end tier, not the unit tier (--fast).
 pytestmark = pytest.mark.slow
@@ -281,7 +281,7 @@ def test_fast_reader_reports_decoder_errors_once_and_intact_json_is_unchanged(
 
 
 def test_decoder_log_count_adds_the_dropped_lines() -> None:
-    from native import gateway
+    import native
 
-    assert gateway.decoder_log_count([]) == 0
-    assert gateway.decoder_log_count(["a", "b", "… 7 more lines", "c"]) == 10
+    assert native.decoder_log_count([]) == 0
+    assert native.decoder_log_count(["a", "b", "… 7 more lines", "c"]) == 10

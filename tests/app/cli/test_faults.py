@@ -18,7 +18,8 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from conftest import REPO_ROOT, requires_cvp, run_cli
+from helpers.cli import run_cli
+from helpers.paths import REPO_ROOT
 from procfs import alive, children
 
 from app.workspace import Workspace, ensure_run, make_workspace
@@ -134,7 +135,7 @@ FULL_DISK_CASES = {
 }
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.parametrize("case", list(FULL_DISK_CASES))
 def test_export_on_a_full_disk_is_one_line_and_leaves_nothing(
     case: str, stored_run: tuple[Path, str], tmp_path: Path
@@ -150,7 +151,7 @@ def test_export_on_a_full_disk_is_one_line_and_leaves_nothing(
     assert list(out_dir.iterdir()) == []  # no clip, no partial clip, no csv, no sidecar, no png folder
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_export_on_a_real_full_disk_is_one_line_and_leaves_nothing(
     stored_run: tuple[Path, str], tmp_path: Path
 ) -> None:
@@ -183,7 +184,7 @@ def app_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace
     ws.close()
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_the_export_panel_on_a_full_disk_is_one_line_and_leaves_nothing(
     app_ws: tuple[Workspace, Path], h264_clip: Path
 ) -> None:
@@ -197,18 +198,20 @@ def test_the_export_panel_on_a_full_disk_is_one_line_and_leaves_nothing(
     resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, hard))
     try:
         with pytest.raises(gr.Error) as caught:
-            export_panel.export_files(ws, run_id, ["kept"], None, None, "mp4", list(export_panel.EXTRAS))
+            export_panel.export_files(
+                ws, run_id, export_panel.ClipForm(layers=["kept"], fmt="mp4", extras=export_panel.EXTRAS)
+            )
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     message = str(caught.value.message)
     assert "\n" not in message and "file too large" in message.lower(), message
     assert _files_under(ws.output_root / export_panel.EXPORT_FOLDER) == []
     # With room again the same export works.
-    files = export_panel.export_files(ws, run_id, ["kept"], None, None, "mp4", [])
+    files = export_panel.export_files(ws, run_id, export_panel.ClipForm(layers=["kept"], fmt="mp4"))
     assert [Path(f).suffix for f in files] == [".mp4", ".json"]
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_a_deleted_video_keeps_stepping_and_names_the_file_where_it_is_needed(
     app_ws: tuple[Workspace, Path], h264_clip: Path
 ) -> None:
@@ -221,16 +224,27 @@ def test_a_deleted_video_keeps_stepping_and_names_the_file_where_it_is_needed(
     shutil.copyfile(h264_clip, video)
     run_id = ensure_run(ws, video)
     cache = JpegCache(budget_bytes=16 << 20)
-    assert inspect.render_jpeg(ws, cache, run_id, 0, "kept", 0.5, "turbo", "frame")[:2] == b"\xff\xd8"
+    assert (
+        inspect.render_jpeg(
+            ws, cache, inspect.FrameRequest(run_id, 0, inspect.ViewSettings("kept", 0.5, "turbo", "frame"))
+        )[:2]
+        == b"\xff\xd8"
+    )
     video.unlink()
     # Shown already: every frame still steps (rendered from the decode in memory), the view opens.
     for row in (1, 2, 5):
         assert (
-            inspect.render_jpeg(ws, cache, run_id, row, "kept,heatmap", 0.5, "turbo", "frame")[:2]
+            inspect.render_jpeg(
+                ws,
+                cache,
+                inspect.FrameRequest(
+                    run_id, row, inspect.ViewSettings("kept,heatmap", 0.5, "turbo", "frame")
+                ),
+            )[:2]
             == b"\xff\xd8"
         )
         assert "frame" in inspect.info_fragment(ws, run_id, row)
-    assert inspect.open_view(ws, run_id, 3, ["kept"], 0.5, "turbo", "frame")
+    assert inspect.open_view(ws, run_id, 3, inspect.ViewSettings(["kept"], 0.5, "turbo", "frame"))
     # Evicted from memory: the decode cache on disk still serves it.
     ws._results.clear()
     ws.memory.clear()
@@ -259,7 +273,9 @@ def test_a_deleted_video_keeps_stepping_and_names_the_file_where_it_is_needed(
         assert "\n" not in text and str(video) in text and "no longer exists" in text, text
     # The frame route answers one line (404), not a traceback.
     with pytest.raises(InputError, match="no longer exists"):
-        inspect.render_jpeg(ws, cache, run_id, 7, "kept", 0.5, "turbo", "frame")
+        inspect.render_jpeg(
+            ws, cache, inspect.FrameRequest(run_id, 7, inspect.ViewSettings("kept", 0.5, "turbo", "frame"))
+        )
 
 
 # -- Ctrl-C during the long commands ----------------------------------------------------------------
@@ -283,7 +299,7 @@ def _interrupt_when(proc: subprocess.Popen[str], ready: Callable[[], bool], what
 # reader processes were forked. The armed process must still stop.
 _LOST_INTERRUPT_SCRIPT = """
 import os, signal, sys, time
-from app.cli import arm_interrupts
+from backend.isolation import arm_interrupts
 if sys.argv[1] == "armed":
     arm_interrupts()
 def interrupt_inside_callback():
@@ -332,7 +348,7 @@ def _start(*args: str | os.PathLike[str]) -> subprocess.Popen[str]:
     )
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.slow  # an export of four panes side by side, stopped mid-clip
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_ctrl_c_during_export_removes_its_files(stored_run: tuple[Path, str], tmp_path: Path) -> None:
@@ -348,7 +364,7 @@ def test_ctrl_c_during_export_removes_its_files(stored_run: tuple[Path, str], tm
     assert list(out_dir.iterdir()) == []
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.slow  # a re-selection that decodes again, stopped mid-decode
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_ctrl_c_during_reselect_marks_its_run_failed(stored_run: tuple[Path, str], tmp_path: Path) -> None:
@@ -378,7 +394,7 @@ def test_ctrl_c_during_reselect_marks_its_run_failed(stored_run: tuple[Path, str
     assert [(r.status, r.error) for r in runs.values()] == [("failed", "interrupted")]
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.slow  # encodes two variants, stopped mid-encode
 def test_ctrl_c_during_compare_marks_it_failed_and_removes_its_encodes(
     h264_clip: Path, tmp_path: Path

@@ -18,15 +18,15 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import requires_cvp, run_cli_forked
+from helpers.cli import run_cli_forked
+from helpers.clips import encode_clip
 from PIL import Image
 
 from backend.stages.geometry import MAX_ASPECT_RATIO
-from native.gateway import svt_av1_stalls
+from native import svt_av1_stalls
 
 # Whole-command runs over encoded clips: the end-to-end tier, not the unit tier (--fast).
-pytestmark = [requires_cvp, pytest.mark.slow]
+pytestmark = [pytest.mark.needs_cvp, pytest.mark.slow]
 
 FRAMES = 20
 MIN_Y_PSNR_DB = 35.0

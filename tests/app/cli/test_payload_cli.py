@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli, run_cli_forked
+from helpers.cli import run_cli, run_cli_forked
 
 from backend.cvp_format.write import write_output
 

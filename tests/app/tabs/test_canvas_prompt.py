@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import requires_cvp
 
 from app.tabs.canvases import CanvasViews, canvas_prompt
 from app.workspace import SAMPLE_VIDEO, Workspace, ensure_run, make_workspace
 from backend.payload import llava_ov2_payload
 
-pytestmark = [requires_cvp, pytest.mark.slow]
+pytestmark = [pytest.mark.needs_cvp, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

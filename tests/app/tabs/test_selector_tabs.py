@@ -12,10 +12,9 @@ from pathlib import Path
 import gradio as gr
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import requires_cvp
+from helpers.clips import encode_clip
 
-from app.tabs import canvases, compare, export_panel, inspect, run
+from app.tabs import canvases, compare, export_panel, inspect, option_form, run
 from app.workspace import Workspace, make_workspace
 from backend.config import field_help
 from backend.pipeline import SelectionOptions
@@ -23,7 +22,7 @@ from backend.render import LAYER_NAMES
 from backend.selectors import SELECTOR_NAMES, option_names
 from views.inspector.frame_cache import JpegCache
 
-pytestmark = [requires_cvp, pytest.mark.slow]
+pytestmark = [pytest.mark.needs_cvp, pytest.mark.slow]
 
 VIEW = (0, ["kept"], 0.5, "turbo")
 
@@ -49,7 +48,7 @@ def clip(ws: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def onevision_run(ws: Workspace, clip: Path) -> str:
     """A run made as the Run tab makes it: the onevision controls' values, numbers as Gradio sends them."""
     with gr.Blocks():
-        controls = run.option_controls("onevision")
+        controls = option_form.option_controls("onevision")
     assert isinstance(controls["static_fallback"], gr.Checkbox)
     assert isinstance(controls["topk_mode"], gr.Dropdown) and controls["num_images"].elem_id == (
         "opt_onevision_num_images"
@@ -57,7 +56,7 @@ def onevision_run(ws: Workspace, clip: Path) -> str:
     chosen = {"seq_len_frames": 12.0, "num_images": 3.0, "square_size": 192.0, "static_fallback": False}
     names = list(controls)
     values = [chosen.get(n, c.value) for n, c in controls.items()]
-    options = run.selection_options(names, values, "onevision")
+    options = option_form.selection_options(names, values, "onevision")
     assert options.seq_len_frames == 12 and type(options.seq_len_frames) is int
     assert options.static_fallback is False
     stages: list[str] = []
@@ -75,11 +74,11 @@ def test_the_run_tab_shows_onevisions_controls_and_reopens_its_run(ws: Workspace
     # (the JSON text the page spreads over them: None leaves another selector's control alone).
     with gr.Blocks():
         tab = run.build_run_tab(ws, gr.Textbox())
-    layout = run.OptionLayout.of(tab)
+    layout = option_form.OptionLayout.of(tab)
     counts = [len(option_names(s)) for s in SELECTOR_NAMES]
     assert len(layout.entries) == len(layout.outputs(tab)) == 1 + sum(counts)
     assert layout.outputs(tab)[0] is tab.selector
-    out = json.loads(run.opened_options_json(ws, onevision_run, layout))
+    out = json.loads(option_form.opened_options_json(ws, onevision_run, layout))
     assert out["run"] == onevision_run and out["values"][0] == "onevision"
     filled = {
         name: value
@@ -95,7 +94,7 @@ def test_the_run_tab_shows_onevisions_controls_and_reopens_its_run(ws: Workspace
     ]
     assert others and all(v is None for v in others)
     # Run again with one control changed: onevision does not resume, so it decodes again.
-    options = run.selection_options(
+    options = option_form.selection_options(
         ["num_images"], [2.0], "onevision", base=ws.store.get_run(onevision_run).config
     )
     new_id, status = run.start_run(
@@ -105,19 +104,20 @@ def test_the_run_tab_shows_onevisions_controls_and_reopens_its_run(ws: Workspace
     assert ws.store.get_run(new_id).config["square_size"] == 192  # the rest from the open run
 
 
+def _frame(run_id: str, row: int, layers: str) -> inspect.FrameRequest:
+    return inspect.FrameRequest(run_id, row, inspect.ViewSettings(layers, 0.5, "turbo", "frame"))
+
+
 def test_its_run_opens_in_inspect_canvases_and_export(ws: Workspace, onevision_run: str) -> None:
     defaults = {n: m["default"] for n, m in field_help(SelectionOptions).items()}
-    out = inspect.show_run(ws, onevision_run, "", 0, ["kept"], 0.5, "turbo", "frame")
+    out = inspect.show_run(ws, onevision_run, "", 0, inspect.ViewSettings(["kept"], 0.5, "turbo", "frame"))
     view = dict(zip(inspect.VIEW_OUTPUTS, out, strict=False))
     assert "12 candidates → 1 group → 3 canvases" in view["summary"]
     assert "signal_stand_in" in view["summary"] and "anchor (whole frame kept)" in view["info"]
     cache = JpegCache(budget_bytes=8 << 20)
     for layer in LAYER_NAMES:  # every layer draws on the letterboxed square, on the anchor and after
         for row in (0, 5):
-            assert (
-                inspect.render_jpeg(ws, cache, onevision_run, row, layer, 0.5, "turbo", "frame")[:2]
-                == b"\xff\xd8"
-            )
+            assert inspect.render_jpeg(ws, cache, _frame(onevision_run, row, layer))[:2] == b"\xff\xd8"
     # A patch of the picture reads out its score and its rank among the candidates: the 11 later
     # frames' patches wholly inside the 192×115 frame (rows 38…153 px: patch rows 3…8), 11 × 6 × 12.
     readout = inspect.pick_block(ws, onevision_run, 5, "100,100")
@@ -132,7 +132,14 @@ def test_its_run_opens_in_inspect_canvases_and_export(ws: Workspace, onevision_r
     names = list(inspect.LIVE_OPTIONS)
     values = [defaults[n] for n in names]
     with pytest.raises(gr.Error, match="made by the onevision selector"):
-        inspect.reselect_live(ws, names, onevision_run, 0, (["kept"], 0.5, "turbo", "frame", "block"), values)
+        inspect.reselect_live(
+            ws,
+            names,
+            onevision_run,
+            0,
+            inspect.ViewSettings(["kept"], 0.5, "turbo", "frame", "block"),
+            values,
+        )
 
 
 def test_a_selector_comparison_with_onevision_renders_its_panes(ws: Workspace, clip: Path) -> None:
@@ -140,13 +147,15 @@ def test_a_selector_comparison_with_onevision_renders_its_panes(ws: Workspace, c
     pick, cid, _nonce, status = compare.run_selectors(ws, str(clip), entries, "clean")
     assert "2 selectors" in status and pick["value"] == cid
     opened = compare.Comparisons(ws)
-    loaded = compare.load(opened, cid, ["kept"], 0.5, "turbo", "frame", True, "0")
+    loaded = compare.load(opened, cid, compare.PaneControls(layers=["kept"], difference=True, reference="0"))
     assert "onevision" in str(loaded[0])
     # The difference mode on onevision's pane draws cvp's blocks on its picture, never on its bars:
     # the 192×115 frame sits in rows 38…153 px, patch rows 2…9 when its edges are rounded to
     # whole patches, so rows 0…31 and 160… stay black (resampling the whole square would tint them).
-    plain = np.asarray(compare.panes(opened, cid, 3, [], 0.5, "turbo", "frame", False, "0")[1])
-    drawn = np.asarray(compare.panes(opened, cid, 3, [], 0.5, "turbo", "frame", True, "0")[1])
+    plain = np.asarray(compare.panes(opened, cid, 3, compare.PaneControls(layers=[], reference="0"))[1])
+    drawn = np.asarray(
+        compare.panes(opened, cid, 3, compare.PaneControls(layers=[], difference=True, reference="0"))[1]
+    )
     assert plain.shape == drawn.shape == (192, 192, 3)
     assert (drawn[:32] == 0).all() and (drawn[160:] == 0).all()
     assert (drawn[32:160] != plain[32:160]).any()

@@ -9,15 +9,23 @@ from typing import Any
 
 import gradio as gr
 import pytest
-from conftest import requires_cvp
 
-from app.tabs import export_panel, inspect, run, sessions
+from app.tabs import export_panel, inspect, option_form, run, sessions
+from app.tabs.inspect import ViewSettings as View
+from app.tabs.inspect import fragments, live
 from app.workspace import SAMPLE_VIDEO, Workspace, ensure_run, make_workspace
 from views.inspector.frame_cache import JpegCache
 
-pytestmark = [requires_cvp]
+pytestmark = [pytest.mark.needs_cvp]
 
 LAYERS = ["kept", "anchor"]
+
+
+def _frame(
+    run_id: str, row: int, *view: Any, frame: str | None = None, codec: str = ""
+) -> inspect.FrameRequest:
+    """The frame the page asks for: ``view`` as the frame URL carries it (layers, opacity, colormap, …)."""
+    return inspect.FrameRequest(run_id, row, View(*view), frame=frame, codec=codec)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +49,7 @@ def _option_defaults() -> dict[str, Any]:
 
 
 def test_opening_a_run_shows_its_first_frame_and_options(ws: Workspace, run_id: str) -> None:
-    out = inspect.show_run(ws, run_id, "", 0, LAYERS, 0.5, "turbo", "frame")
+    out = inspect.show_run(ws, run_id, "", 0, View(LAYERS, 0.5, "turbo", "frame"))
     assert len(out) == len(inspect.VIEW_OUTPUTS) + 3
     view = dict(zip(inspect.VIEW_OUTPUTS, out, strict=False))
     assert "flower_timelapse_cc0.mp4" in view["summary"] and "canvases" in view["summary"]
@@ -57,34 +65,36 @@ def test_opening_a_run_shows_its_first_frame_and_options(ws: Workspace, run_id: 
     # The Run tab's controls get the run's options (cvp's as stored, the control's default for
     # an option the run does not record); other selectors' controls are left alone.
     defaults = _option_defaults()
-    layout = run.OptionLayout(
+    layout = option_form.OptionLayout(
         (("", "selector", "cvp"), *(("cvp", n, d) for n, d in defaults.items()), ("uniform", "num_frames", 8))
     )
-    values = json.loads(run.opened_options_json(ws, run_id, layout))["values"]
+    values = json.loads(option_form.opened_options_json(ws, run_id, layout))["values"]
     assert values[0] == "cvp" and values[-1] is None
     assert values[1 + list(defaults).index("profile")] == "clean"
     # Without a run nothing changes.
-    assert all(u == gr.update() for u in inspect.show_run(ws, "", "", 0, LAYERS, 0.5, "turbo", "frame"))
+    assert all(u == gr.update() for u in inspect.show_run(ws, "", "", 0, View(LAYERS, 0.5, "turbo", "frame")))
     # A run the viewer already shows (a live re-selection drew it): nothing changes.
-    again = inspect.show_run(ws, run_id, run_id, 0, LAYERS, 0.5, "turbo", "frame")
+    again = inspect.show_run(ws, run_id, run_id, 0, View(LAYERS, 0.5, "turbo", "frame"))
     assert all(u == gr.update() for u in again)
 
 
 def test_changing_a_layer_changes_the_frame_and_the_legend(ws: Workspace, run_id: str) -> None:
     cache = JpegCache(budget_bytes=8 << 20)
-    plain = inspect.render_jpeg(ws, cache, run_id, 2, "kept", 0.5, "turbo", "frame")
-    heat = inspect.render_jpeg(ws, cache, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame")
+    plain = inspect.render_jpeg(ws, cache, _frame(run_id, 2, "kept", 0.5, "turbo", "frame"))
+    heat = inspect.render_jpeg(ws, cache, _frame(run_id, 2, "kept,heatmap", 0.5, "turbo", "frame"))
     assert plain[:2] == heat[:2] == b"\xff\xd8" and plain != heat
-    signal = inspect.render_jpeg(ws, cache, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame", "signal")
+    signal = inspect.render_jpeg(
+        ws, cache, _frame(run_id, 2, "kept,heatmap", 0.5, "turbo", "frame", "signal")
+    )
     assert signal != heat  # the app's default is the ranked 2×2-block score, not the per-cell signal
-    colour, bar = inspect.legends_of(ws, run_id, ["kept"], 0.5, "turbo", "frame", "block")
+    colour, bar = inspect.legends_of(ws, run_id, View(["kept"], 0.5, "turbo", "frame", "block"))
     assert bar == "" and "<img" not in colour and "anchor" in colour
-    colour, bar = inspect.legends_of(ws, run_id, ["kept", "heatmap"], 0.5, "turbo", "video", "signal")
+    colour, bar = inspect.legends_of(ws, run_id, View(["kept", "heatmap"], 0.5, "turbo", "video", "signal"))
     assert "bits per" in bar and "the run's highest cell" in bar
-    _, bar = inspect.legends_of(ws, run_id, ["heatmap"], 0.5, "turbo", "frame", "block")
+    _, bar = inspect.legends_of(ws, run_id, View(["heatmap"], 0.5, "turbo", "frame", "block"))
     assert "2×2-block score" in bar and "this frame's highest block score" in bar
     with pytest.raises(ValueError, match=r"Invalid row \(9999\)"):
-        inspect.render_jpeg(ws, cache, run_id, 9999, "kept", 0.5, "turbo", "frame")
+        inspect.render_jpeg(ws, cache, _frame(run_id, 9999, "kept", 0.5, "turbo", "frame"))
     assert inspect.info_fragment(ws, run_id, 2).startswith("candidate 2 · frame ")
 
 
@@ -125,7 +135,7 @@ def test_a_directory_is_called_a_directory_not_a_missing_file(ws: Workspace) -> 
 def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str, tmp_path: Path) -> None:
     before = [r.run_id for r in ws.store.list_runs()]
     values = list(_option_defaults().values())
-    options = run.selection_options(list(_option_defaults()), values)
+    options = option_form.selection_options(list(_option_defaults()), values)
     view = (0, LAYERS, 0.5, "turbo")
     with pytest.raises(gr.Error, match="no such video file"):
         run.start_run(ws, run_id, str(ws.output_root / "missing.mp4"), view, options, _no_progress)
@@ -137,14 +147,14 @@ def test_a_failing_run_is_an_error_and_stores_nothing(ws: Workspace, run_id: str
     names = list(_option_defaults())
     bad = [0 if name == "patch" else v for name, v in zip(names, values, strict=True)]
     with pytest.raises(gr.Error, match="patch"):
-        run.selection_options(names, bad)
+        option_form.selection_options(names, bad)
     assert [r.run_id for r in ws.store.list_runs()] == before
 
 
 def test_a_changed_selection_option_reselects_from_the_cache(ws: Workspace, run_id: str) -> None:
     names = list(_option_defaults())
     values = [2 if name == "images_per_group" else v for name, v in _option_defaults().items()]
-    options = run.selection_options(names, values)
+    options = option_form.selection_options(names, values)
     seen: list[str] = []
     new_id, status = run.start_run(
         ws, run_id, str(SAMPLE_VIDEO), (3, LAYERS, 0.4, "magma"), options, lambda f, desc: seen.append(desc)
@@ -162,7 +172,7 @@ def test_live_reselection_redraws_the_view(ws: Workspace, run_id: str) -> None:
     names = list(inspect.LIVE_OPTIONS)
     config = ws.store.get_run(run_id).config
     values = [config[n] for n in names]
-    view = (LAYERS, 0.5, "turbo", "frame", "block")
+    view = View(LAYERS, 0.5, "turbo", "frame", "block")
     assert all(u == gr.update() for u in inspect.reselect_live(ws, names, run_id, 4, view, values))
     values[names.index("images_per_group")] = 3
     out = inspect.reselect_live(ws, names, run_id, 4, view, values)
@@ -200,7 +210,7 @@ def test_uploads_are_stored_once_and_bad_ones_removed(ws: Workspace, tmp_path: P
 
 def test_export_handlers_need_a_run(ws: Workspace, run_id: str) -> None:
     with pytest.raises(gr.Error, match="No run is open"):
-        export_panel.export_files(ws, "", ["kept"], 0, None, "mp4", [])
+        export_panel.export_files(ws, "", export_panel.ClipForm(layers=["kept"], start=0, fmt="mp4"))
     with pytest.raises(gr.Error, match="Invalid figure"):
         export_panel.figure_files(ws, run_id, "nope", "html")
     result = ws.result(run_id)
@@ -214,11 +224,21 @@ def test_export_panel_sizes_the_clip_and_ranges_the_figure(ws: Workspace, run_id
         return {Image.open(f).size[0] for f in files if f.endswith(".png")}
 
     # The sample is 960×540, processed at 504×280: the panel exports the source size by default.
-    assert widths(export_panel.export_files(ws, run_id, ["kept"], 30, 34, "png", [])) == {960}
-    sized = export_panel.export_files(ws, run_id, ["kept"], 30, 34, "png", [], width_px=320)
+    assert widths(
+        export_panel.export_files(
+            ws, run_id, export_panel.ClipForm(layers=["kept"], start=30, stop=34, fmt="png")
+        )
+    ) == {960}
+    sized = export_panel.export_files(
+        ws, run_id, export_panel.ClipForm(layers=["kept"], start=30, stop=34, fmt="png", width_px=320)
+    )
     assert widths(sized) == {320}
     half = export_panel.export_files(
-        ws, run_id, ["kept"], 30, 34, "png", [], size="processed", size_factor=0.5
+        ws,
+        run_id,
+        export_panel.ClipForm(
+            layers=["kept"], start=30, stop=34, fmt="png", size="processed", size_factor=0.5
+        ),
     )
     assert widths(half) == {252}
     (html, _) = export_panel.figure_files(ws, run_id, "timeline", "html", start=60, stop=90)
@@ -234,45 +254,38 @@ def test_native_frames_and_the_block_readout_route(ws: Workspace, run_id: str) -
 
     from PIL import Image
 
-    from app.tabs import inspect_routes
-
     cache = JpegCache(budget_bytes=8 << 20)
-    sources = inspect_routes.SourceFrames(ws)
-    data = inspect_routes.render_jpeg(
-        ws, cache, run_id, 2, "kept,heatmap", 0.5, "turbo", "frame", sources=sources
+    sources = inspect.SourceFrames(ws)
+    data = inspect.render_jpeg(
+        ws, cache, _frame(run_id, 2, "kept,heatmap", 0.5, "turbo", "frame"), sources=sources
     )
     assert Image.open(io.BytesIO(data)).size == (960, 540)  # the source size, not the processed one
     result = ws.result(run_id)
     h, w = result.geometry.processed_hw
-    out = inspect_routes.block_fragment(ws, sources, run_id, 2, w // 2, h // 2, native=True)
+    out = inspect.block_fragment(ws, sources, run_id, 2, w // 2, h // 2, native=True)
     assert "decision" in out["html"] and out["pixel"].startswith(f"pixel ({480}, {270}) source")
     assert out["box"][2] == result.geometry.patch * result.geometry.block_size
     # The A/B flip asks for another run's frame by frame index.
     frame_index = int(result.candidates.frame_indices[9])
-    flipped = inspect_routes.render_jpeg(
-        ws, cache, run_id, 0, "kept", 0.5, "turbo", "frame", "block", str(frame_index)
-    )
-    assert flipped == inspect_routes.render_jpeg(ws, cache, run_id, 9, "kept", 0.5, "turbo", "frame", "block")
+    view = ("kept", 0.5, "turbo", "frame", "block")
+    flipped = inspect.render_jpeg(ws, cache, _frame(run_id, 0, *view, frame=str(frame_index)))
+    assert flipped == inspect.render_jpeg(ws, cache, _frame(run_id, 9, *view))
 
 
 def test_codec_layers_draw_vectors_and_qp(ws: Workspace, run_id: str) -> None:
-    from app.tabs import inspect_routes
-
     cache = JpegCache(budget_bytes=8 << 20)
-    sides = inspect_routes.CodecSides(ws)
+    sides = inspect.CodecSides(ws)
     result = ws.result(run_id)
     # A P or B frame of the H.264 sample: it has vectors and a QP table.
     row = next(r for r, p in enumerate(result.decoded.pict_types) if p in ("P", "B"))
     side = sides.frame(run_id, int(result.candidates.frame_indices[row]))
     assert side is not None and side["mvs"].shape[1] == 8 and len(side["mvs"]) > 0 and side["qp"] is not None
-    plain = inspect_routes.render_jpeg(
-        ws, cache, run_id, row, "kept", 0.5, "turbo", "frame", "block", None, ""
-    )
-    args = (ws, cache, run_id, row, "kept", 0.5, "turbo", "frame", "block", None)
-    vectors = inspect_routes.render_jpeg(*args, "mv", sides=sides)
-    qp = inspect_routes.render_jpeg(*args, "qp", sides=sides)
+    view = ("kept", 0.5, "turbo", "frame", "block")
+    plain = inspect.render_jpeg(ws, cache, _frame(run_id, row, *view, codec=""))
+    vectors = inspect.render_jpeg(ws, cache, _frame(run_id, row, *view, codec="mv"), sides=sides)
+    qp = inspect.render_jpeg(ws, cache, _frame(run_id, row, *view, codec="qp"), sides=sides)
     assert len({plain, vectors, qp}) == 3
-    colour, _ = inspect.legends_of(ws, run_id, ["kept"], 0.5, "turbo", "frame", "block", ["mv", "qp"])
+    colour, _ = inspect.legends_of(ws, run_id, View(["kept"], 0.5, "turbo", "frame", "block"), ["mv", "qp"])
     assert "motion vector" in colour and "block QP" in colour and "exports no" not in colour
 
 
@@ -282,28 +295,28 @@ def test_codec_layers_draw_vectors_and_qp(ws: Workspace, run_id: str) -> None:
 )
 def test_groups_table_numbers_read_at_four_significant_digits(value: Any, shown: Any) -> None:
     # Issue 15, defect 13: the threshold column printed 176242.20957880435.
-    assert inspect._shown(value) == shown and type(inspect._shown(value)) is type(shown)
+    assert fragments._shown(value) == shown and type(fragments._shown(value)) is type(shown)
 
 
 def test_the_groups_table_is_html_with_the_viewed_group_marked(ws: Workspace, run_id: str) -> None:
     from views.inspector import group_stepper
 
     rows = group_stepper.prepare_group_table(ws.result(run_id))
-    text = inspect.groups_table_html(rows, current=1)
+    text = fragments.groups_table_html(rows, current=1)
     assert text.count("<tr data-group=") == len(rows) and text.count("lens-current") == 1
     assert '<tr data-group="1" class="lens-current">' in text
     assert all(f"<th>{name}</th>" in text for name in rows[0])
-    assert "No groups" in inspect.groups_table_html([])
+    assert "No groups" in fragments.groups_table_html([])
 
 
 def test_frontend_values_are_what_gradio_would_send() -> None:
     pick = gr.Dropdown([], label="Group", render=False)
-    got = inspect.frontend_value(pick, gr.update(choices=[0, 1, 2], value=1))
+    got = live.frontend_value(pick, gr.update(choices=[0, 1, 2], value=1))
     assert got["__type__"] == "update" and got["value"] == 1
     assert [list(c) for c in got["choices"]] == [["0", 0], ["1", 1], ["2", 2]]
     assert pick.choices == []  # the app's own component is left as it was
-    assert inspect.frontend_value(gr.Textbox(render=False), "run-1") == "run-1"
-    assert inspect.frontend_value(gr.Textbox(render=False), gr.update()) == {"__type__": "update"}
+    assert live.frontend_value(gr.Textbox(render=False), "run-1") == "run-1"
+    assert live.frontend_value(gr.Textbox(render=False), gr.update()) == {"__type__": "update"}
 
 
 def test_the_reselect_route_answers_and_lets_go_of_the_session_file(ws: Workspace, run_id: str) -> None:

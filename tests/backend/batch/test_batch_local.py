@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from batch_clips import make_dataset
-from clips import encode_clip
+from faults import fault_env
+from helpers.batch_clips import make_dataset
+from helpers.clips import encode_clip
 
-from backend.batch import AbortSwitch, BatchConfig, output_folder, plan_batch, run_batch
+from backend.batch import BatchConfig, output_folder, plan_batch, run_batch
 from backend.store import SessionStore, read_summary_parquet
 
 pytestmark = pytest.mark.slow
@@ -143,14 +144,18 @@ def test_an_interrupt_keeps_a_video_finished_before_its_row_arrived(dataset, fir
     assert _finished_row(task, since=0.0) is None  # nothing written there
 
 
-def test_a_crashed_worker_costs_its_video_alone(dataset, tmp_path) -> None:
+def test_a_crashed_worker_costs_its_video_alone(dataset, tmp_path, monkeypatch) -> None:
     _, clips = dataset
     listing = tmp_path / "two.txt"
     listing.write_text(f"{clips['a.mp4']}\n{clips['sub/b.mp4']}\n")
     config = BatchConfig(workers=2, session_db=tmp_path / "s.duckdb")
     plan = plan_batch(listing, tmp_path / "out", config=config)
     crashing = next(t.rel_path for t in plan.tasks if t.path.endswith("b.mp4"))
-    report = run_batch(plan, config=config, abort=AbortSwitch(crashing, "decode"))
+    # The worker running b.mp4 aborts at its decode (tests/faults/sitecustomize.py): the workers,
+    # spawned by run_batch, inherit the fault.
+    for name, value in fault_env("decode", video="sub/b.mp4").items():
+        monkeypatch.setenv(name, value)
+    report = run_batch(plan, config=config)
     rows = {Path(r["path"]).name: r for r in report.rows}
     assert rows["a.mp4"]["status"] == "done"
     assert rows["b.mp4"]["status"] == "failed"

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from batch_clips import make_dataset
+from faults import fault_env
+from helpers.batch_clips import make_dataset
 
-from backend.batch import AbortSwitch, BatchConfig, plan_batch, run_batch
+from backend.batch import BatchConfig, plan_batch, run_batch
 
 pytestmark = pytest.mark.slow
 
@@ -27,14 +28,19 @@ _VARYING_ROW = ("seconds",)
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
+    """A local Ray whose workers, and the local engine's, abort at the decode of ``sub/b.mp4``:
+    each inherits the fault of this environment (tests/faults/sitecustomize.py)."""
     from backend.batch.ray_engine import init_local_ray
 
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no report to Ray's makers
-    init_local_ray(2)  # num_cpus=2, include_dashboard=False, on 127.0.0.1
-    try:
-        yield
-    finally:
-        ray.shutdown()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_USAGE_STATS_ENABLED", os.environ.get("RAY_USAGE_STATS_ENABLED", "0"))  # no report
+        for name, value in fault_env("decode", video="sub/b.mp4").items():  # one video, both engines
+            env.setenv(name, value)
+        init_local_ray(2)  # num_cpus=2, include_dashboard=False, on 127.0.0.1
+        try:
+            yield
+        finally:
+            ray.shutdown()
 
 
 def _comparable(path: Path) -> bytes | dict:
@@ -60,13 +66,10 @@ def _tree(out: Path) -> dict[str, bytes | dict]:
 def test_ray_and_local_engines_write_identical_outputs(local_ray, tmp_path: Path) -> None:
     folder = tmp_path / "dataset"
     clips = make_dataset(folder)
-    crash = AbortSwitch("sub/b.mp4", "decode")  # one video's worker aborts, on both engines
     reports = {}
     for engine in ("local", "ray"):
         config = BatchConfig(engine=engine, workers=2)
-        reports[engine] = run_batch(
-            plan_batch(folder, tmp_path / engine, config=config), config=config, abort=crash
-        )
+        reports[engine] = run_batch(plan_batch(folder, tmp_path / engine, config=config), config=config)
     for engine, report in reports.items():
         status = {r["rel_path"]: r["status"] for r in report.rows}
         assert status == {rel: "failed" if rel == "sub/b.mp4" else "done" for rel in clips}, engine

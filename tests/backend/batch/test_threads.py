@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clips import encode_clip
+from helpers.clips import encode_clip
 
 from backend.batch import run_local
 from backend.batch.unit import UnitTask, resolve_options

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from compare_clips import SMALL_OPTIONS, make_comparison
-from conftest import requires_cvp
+from helpers.compare_clips import SMALL_OPTIONS, make_comparison
 
+import native
 from backend.compare import (
     CODECS,
     CompareConfig,
@@ -26,7 +26,6 @@ from backend.pipeline import SelectionOptions, run
 from backend.runs import open_run
 from backend.store import SessionStore
 from native import encode as encode_mod
-from native import gateway
 
 # Whole comparisons (four encodes each): the end-to-end tier, not the unit tier (--fast).
 pytestmark = pytest.mark.slow
@@ -101,7 +100,7 @@ def test_output_size_keeps_the_aspect_and_even_sides() -> None:
     assert output_size(1920, 1080, 333) == (334, 188)
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_av1_gets_the_fallback_signal_and_says_why() -> None:
     assert score_for("h264", CompareConfig()) == ("bitcost", "bitcost (as configured)")
     score, note = score_for("av1", CompareConfig())
@@ -123,13 +122,13 @@ def test_one_decode_feeds_every_encoder_and_the_reference_is_lossless(real_clips
     ]
     facts, outcomes = encode_mod.transcode(source, targets, width=960, height=540, max_frames=10)
     assert facts.frames == 10 and [o.frames for o in outcomes] == [10, 10, 10]
-    src = [f for _, f in zip(range(10), gateway.iter_rgb(source), strict=False)]
-    ref = list(gateway.iter_rgb(tmp_path / "ref.mp4"))
+    src = [f for _, f in zip(range(10), native.iter_rgb(source), strict=False)]
+    ref = list(native.iter_rgb(tmp_path / "ref.mp4"))
     assert len(ref) == 10
     for a, b in zip(src, ref, strict=True):
         assert np.array_equal(a, b)  # qp 0: the encoders' input pictures, bit for bit
     for path in (tmp_path / "h264.mp4", tmp_path / "av1.mp4"):
-        keys = gateway.probe_container(path).packet_is_keyframe
+        keys = native.probe_container(path).packet_is_keyframe
         assert np.flatnonzero(keys).tolist() == [0, 4, 8]
 
 
@@ -152,7 +151,7 @@ def h264_run(h264_clip):
     return run(h264_clip, options=SelectionOptions(num_sampled_frames=48))
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_the_jaccard_of_a_run_with_itself_is_one(h264_run) -> None:
     pm = pair_metrics(h264_run, h264_run)
     summary = pm.summary()
@@ -162,7 +161,7 @@ def test_the_jaccard_of_a_run_with_itself_is_one(h264_run) -> None:
     assert np.array_equal(pm.kept_a, pm.kept_both)
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_kept_masks_hold_anchors_whole_and_kept_blocks(h264_run) -> None:
     masks = kept_masks(h264_run)
     bh, bw = h264_run.geometry.block_grid_hw
@@ -175,7 +174,7 @@ def test_kept_masks_hold_anchors_whole_and_kept_blocks(h264_run) -> None:
     assert np.array_equal(kept_mask_at(h264_run, fid), masks[fid])
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_different_runs_do_not_agree_perfectly(h264_run, h264_clip) -> None:
     other = run(h264_clip, options=SelectionOptions(num_sampled_frames=48, score="residual"))
     (pm,) = compare_runs([h264_run, other])
@@ -183,7 +182,7 @@ def test_different_runs_do_not_agree_perfectly(h264_run, h264_clip) -> None:
     assert pm.frame_index.size == np.unique(h264_run.candidates.frame_indices).size
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_heatmap_normaliser_scales(h264_run) -> None:
     runs = [h264_run, h264_run]
     frame = heatmap_normaliser(runs, mode="frame")
@@ -200,7 +199,7 @@ def test_heatmap_normaliser_scales(h264_run) -> None:
 # --------------------------------------------------------------------------- stored comparisons
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.needs_cvp
 @pytest.mark.slow
 def test_a_four_codec_comparison_completes_and_stores_its_metrics(real_clips, tmp_path) -> None:
@@ -237,7 +236,7 @@ def test_a_four_codec_comparison_completes_and_stores_its_metrics(real_clips, tm
     assert np.all((m["time_covered_share"] > 0) & (m["time_covered_share"] <= 1))
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.needs_cvp
 def test_a_stored_self_comparison_has_jaccard_one_and_no_luma_bias(h264_clip, tmp_path) -> None:
     with SessionStore(tmp_path / "s.duckdb") as store:
@@ -255,7 +254,7 @@ def test_a_stored_self_comparison_has_jaccard_one_and_no_luma_bias(h264_clip, tm
     assert stored.variants["encoder"].isna().all() and stored.row["reference_path"] == str(h264_clip)
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_a_failed_comparison_is_recorded_and_refused_on_load(h264_clip, tmp_path) -> None:
     with SessionStore(tmp_path / "s.duckdb") as store:
         with pytest.raises(InputError, match="does not exist"):

@@ -12,8 +12,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import requires_cvp, requires_ffprobe, run_cli
+from helpers.cli import run_cli
+from helpers.clips import encode_clip
 
 from backend.cvp_format import (
     IMPORT_KEY,
@@ -29,7 +29,8 @@ from backend.stages.probe import ProbeConfig, probe
 from backend.store import SessionStore
 from views import canvases
 
-pytestmark = [pytest.mark.slow, requires_cvp, requires_ffprobe]  # runs cvp's own CLI on each clip
+# Runs cvp's own CLI on each clip.
+pytestmark = [pytest.mark.slow, pytest.mark.needs_cvp, pytest.mark.needs_ffprobe]
 
 CVP_CLI = Path(sys.executable).parent / "codec-video-prep"
 # 32 ids in fixed groups of 8: four groups, 16 canvases, in about a second of cvp time.

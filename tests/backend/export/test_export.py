@@ -11,11 +11,13 @@ import av
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO_ROOT, requires_cvp, run_cli
+from helpers.cli import run_cli
+from helpers.paths import REPO_ROOT
 from PIL import Image
 
 import backend.export as ex
 import backend.render as render
+import native
 from backend.errors import OutputError
 from backend.export import tables
 from backend.export.config import DEFAULT_CHROMIUM
@@ -23,9 +25,8 @@ from backend.export.run import align_rows
 from backend.pipeline import SelectionOptions
 from backend.runs import content_sha256, reselect, select_and_store
 from backend.store import SessionStore
-from native import gateway
 
-pytestmark = requires_cvp
+pytestmark = pytest.mark.needs_cvp
 
 SAMPLE = REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4"
 CHROMIUM = Path(DEFAULT_CHROMIUM)
@@ -229,7 +230,7 @@ def test_sidecar_matches_the_run(runs, stored):
     assert entry["video_sha256"] == content_sha256(SAMPLE)
     assert entry["processed_hw"] == list(run.result.geometry.processed_hw)
     assert side["frames"] == {"start": 5, "stop": 25, "count": 20, "frame_indices": list(range(5, 25))}
-    versions = gateway.versions()
+    versions = native.versions()
     assert side["versions"]["pyav"] == versions["pyav"] == av.__version__
     assert side["versions"]["ffmpeg_libavcodec"] == versions["pyav_libavcodec"]
     assert side["versions"]["codec_video_prep"] == versions["codec_video_prep"]

@@ -11,18 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import requires_cvp
+from helpers.clips import encode_clip
 from PIL import Image
 
 import backend.export as ex
 import backend.render as render
+import native
 from backend.errors import InputError
 from backend.export.clip import _pane_pictures
 from backend.pipeline import SelectionOptions, run
-from native import gateway
 
-pytestmark = requires_cvp
+pytestmark = pytest.mark.needs_cvp
 
 W, H = 640, 360
 
@@ -91,7 +90,7 @@ def test_default_size_is_the_sources_with_crisp_2px_outlines(export_run, tmp_pat
     assert image.shape[:2] == (H, W)  # not the processed 280×504
     _check_outlines(image, result, blocks, border=2)
     # Under the overlays are the source's own pixels, decoded at its size (not upscaled).
-    (_, source), *_ = gateway.iter_frames_rgb(export_run.video_path, [fid])
+    (_, source), *_ = native.iter_frames_rgb(export_run.video_path, [fid])
     plain = np.ones(image.shape[:2], bool)
     f = result.geometry.patch * result.geometry.block_size
     ys, xs = _edges(280 // f, f, H, 280), _edges(504 // f, f, W, 504)
@@ -141,7 +140,7 @@ def test_pictures_follow_any_row_order(export_run):
     rows = [5, 2, None, 5, 9, 2]
     got = list(_pane_pictures(export_run, rows, (H, W), "source"))
     fids = [None if r is None else int(result.candidates.frame_indices[r]) for r in rows]
-    direct = dict(gateway.iter_frames_rgb(export_run.video_path, [f for f in fids if f is not None]))
+    direct = dict(native.iter_frames_rgb(export_run.video_path, [f for f in fids if f is not None]))
     for picture, fid in zip(got, fids, strict=True):
         assert (picture is None) == (fid is None)
         if fid is not None:

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import REAL_CLIPS, requires_cvp
+from helpers.clips import encode_clip
+from helpers.paths import REAL_CLIPS
 
+import native
 from app.cli import luma as luma_cli
 from backend.errors import InputError
 from backend.luma import (
@@ -33,7 +34,6 @@ from backend.luma import (
     roundtrip_pair,
     save_model,
 )
-from native import gateway
 
 H3 = LatentWindowGeometry()
 
@@ -98,7 +98,7 @@ def stream_decode(refs: list[np.ndarray], *, gains: bool, seed: int = 0) -> list
 
 def real_frames(name: str, count: int, width: int, height: int) -> list[np.ndarray]:
     """The first frames of a real clip, downscaled, mapped to levels 16–235 (no clipping later)."""
-    frames = gateway.decode_frames_rgb(REAL_CLIPS / name, range(count), out_width=width, out_height=height)
+    frames = native.decode_frames_rgb(REAL_CLIPS / name, range(count), out_width=width, out_height=height)
     return [np.rint(16 + frames[i] * (219 / 255)).astype(np.uint8) for i in range(count)]
 
 
@@ -296,7 +296,7 @@ def test_applied_correction_removes_the_slot_pattern(fitted, synthetic_clips: di
 def _write_lossless(path: Path, frames: list[np.ndarray]) -> Path:
     h, w = frames[0].shape[:2]
     options = {"qp": "0", "preset": "ultrafast"}
-    with gateway.VideoWriter(
+    with native.VideoWriter(
         path, codec="libx264rgb", width=w, height=h, fps=24, options=options, pix_fmt="rgb24"
     ) as v:
         for frame in frames:
@@ -348,7 +348,7 @@ def test_wrong_coefficients_files_are_refused(fitted, tmp_path: Path, change, me
 # ----------------------------------------------------------------------------- decoder pairs
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.parametrize("clip", ["h264_clip", "hevc_clip"])
 def test_fast_reader_drift_grows_within_a_gop_and_resets_at_keyframes(clip: str, request) -> None:
     analysis = fast_reader_pair(request.getfixturevalue(clip))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli
-from luma_clip_pairs import STEADY_OFFSETS, expected_bias, make_pair
+from helpers.cli import run_cli
+from helpers.luma_clip_pairs import STEADY_OFFSETS, expected_bias, make_pair
 
 from backend.errors import InputError, StoreError
 from backend.luma import (

@@ -13,7 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from conftest import requires_cvp, requires_ffprobe, run_cli
+from helpers.cli import run_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_cvp]
 
@@ -120,8 +120,8 @@ def _assert_same_outputs(theirs: Path, ours: Path) -> None:
             assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
 
 
-@requires_cvp
-@requires_ffprobe
+@pytest.mark.needs_cvp
+@pytest.mark.needs_ffprobe
 @pytest.mark.needs_ffprobe
 @pytest.mark.parametrize(("clip", "cfg"), CASES, ids=[f"{c.removesuffix('.mp4')}-{g}" for c, g in CASES])
 def test_parity_with_cvp(
@@ -146,8 +146,8 @@ def test_parity_with_cvp(
         assert "bitcost_backfill" in codes, codes
 
 
-@requires_cvp
-@requires_ffprobe
+@pytest.mark.needs_cvp
+@pytest.mark.needs_ffprobe
 @pytest.mark.needs_ffprobe
 @pytest.mark.parametrize(("clip", "grid"), [("h264_clip", "ctu"), ("hevc_clip", "mb"), ("vp9_clip", "mb")])
 def test_a_grid_the_codec_lacks_fails_in_both_tools(
@@ -172,8 +172,8 @@ def test_a_grid_the_codec_lacks_fails_in_both_tools(
     assert not out.exists()
 
 
-@requires_cvp
-@requires_ffprobe
+@pytest.mark.needs_cvp
+@pytest.mark.needs_ffprobe
 @pytest.mark.needs_ffprobe
 def test_cvp_fails_on_hevc_ts(real_clips: Path, tmp_path: Path) -> None:
     """The oracle itself cannot read bitcost from this stream, so parity must refuse it too."""
@@ -189,7 +189,7 @@ def test_cvp_fails_on_hevc_ts(real_clips: Path, tmp_path: Path) -> None:
     assert "missing bitcost data" in result.stderr
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 def test_parity_rejects_hevc_ts(real_clips: Path, tmp_path: Path) -> None:
     video = real_clips / HEVC_TS
     out = tmp_path / "ours"

@@ -7,17 +7,16 @@ import json
 import av
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import requires_cvp
+from helpers.clips import encode_clip
 
+import native
 from backend.cvp_format import write_output
 from backend.errors import BitcostUnavailableError
 from backend.pipeline import SelectionOptions, run
 from backend.stages.probe import ProbeConfig, probe
-from native import gateway
 
 # Whole runs of each profile over encoded clips: the end-to-end tier, not the unit tier (--fast).
-pytestmark = [requires_cvp, pytest.mark.slow]
+pytestmark = [pytest.mark.needs_cvp, pytest.mark.slow]
 
 SHARED_CLIPS = [
     "real_h264_flower_timelapse.mp4",
@@ -41,7 +40,7 @@ def test_hevc_ts_fails_in_parity_and_runs_clean(real_clips):
         run(video, options=SelectionOptions(profile="parity"))
     result = run(video, options=SelectionOptions(profile="clean"))
     assert result.info.frame_count_source == "counted"
-    assert result.info.total_frames == gateway.count_decoded_frames(video) == 120
+    assert result.info.total_frames == native.count_decoded_frames(video) == 120
     assert result.decoded.grid_key == "ctu_bit_cost"
     assert result.canvases.images.shape[0] > 0
 
@@ -101,7 +100,7 @@ def test_webm_frame_count_counted_in_clean(vp9_clip):
     assert parity.frame_count_source == "duration_estimate"
     assert parity.total_frames == round(parity.fps * parity.duration_secs)
     assert clean.frame_count_source == "counted"
-    assert clean.total_frames == gateway.count_decoded_frames(vp9_clip) == 96
+    assert clean.total_frames == native.count_decoded_frames(vp9_clip) == 96
 
 
 def test_frame_count_of_a_variable_rate_webm_is_counted_in_clean(tmp_path):
@@ -111,7 +110,7 @@ def test_frame_count_of_a_variable_rate_webm_is_counted_in_clean(tmp_path):
     parity = probe(clip, config=ProbeConfig(profile="parity"))
     clean = probe(clip, config=ProbeConfig(profile="clean"))
     assert (clean.total_frames, clean.frame_count_source) == (96, "counted")
-    assert gateway.count_decoded_frames(clip) == 96
+    assert native.count_decoded_frames(clip) == 96
     assert parity.frame_count_source == "duration_estimate"
     assert parity.total_frames > 180  # cvp's guess, far from the 96 frames there are
 
@@ -141,7 +140,7 @@ def test_full_decode_pixels_are_deblocked(h264_clip):
     h, w = full.geometry.processed_hw
     ids = full.decoded.frame_indices.tolist()
     # The reference is a plain PyAV decode written here (loop filter on by default), not the
-    # gateway function the pipeline calls.
+    # native function the pipeline calls (native.pyav_decode.decode_frames_rgb).
     with av.open(str(h264_clip)) as container:
         ref = {
             i: frame.to_ndarray(format="rgb24", width=w, height=h, interpolation="AREA")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from backend.config import Registry, Variant
-from backend.pipeline import QUIRKS, STAGES, VARIANTS, SelectionOptions, quirk_on
-from backend.pipeline.quirks import quirk, quirk_warning, quirks_of
+from backend.pipeline import STAGES, VARIANTS, SelectionOptions
+from backend.quirks import QUIRKS, quirk, quirk_on, quirk_warning, quirks_of
 from backend.stages.decode import DecodeConfig
 from backend.stages.group import GroupConfig
 from backend.stages.pack import PackConfig

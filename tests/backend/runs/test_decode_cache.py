@@ -7,14 +7,14 @@ import os
 
 import numpy as np
 import pytest
-from conftest import requires_cvp, run_cli
+from helpers.cli import run_cli
 
 from backend.pipeline import SelectionOptions
 from backend.runs import load_front, load_scores, open_run, prune_cache, reselect, select_and_store
 from backend.store import SessionStore
 
 # Whole runs stored and re-read: the end-to-end tier, not the unit tier (--fast).
-pytestmark = [requires_cvp, pytest.mark.slow]
+pytestmark = [pytest.mark.needs_cvp, pytest.mark.slow]
 
 OPTS = SelectionOptions(num_sampled_frames=48)
 

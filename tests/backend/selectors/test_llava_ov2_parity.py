@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clips import transcode_clip
-from conftest import REAL_CLIPS
+from helpers.clips import transcode_clip
+from helpers.paths import REAL_CLIPS
 
 from backend.selectors.llava_ov2.options import LlavaOv2Options
 from backend.selectors.llava_ov2.run import select_llava_ov2
@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 REFERENCE = "lmms-video-utils==0.1.0"
 TORCH = "torch==2.13.0"  # the CPU wheel; pip's configured index or find-links supplies it
 CACHE = Path.home() / ".cache" / "codec-lens-tests" / "lvu-0.1.0-venv"
-RUNNER = Path(__file__).resolve().parents[2] / "lvu_reference.py"
+RUNNER = Path(__file__).resolve().parents[2] / "helpers" / "lvu_reference.py"
 
 
 def _venv_python(folder: Path) -> Path:

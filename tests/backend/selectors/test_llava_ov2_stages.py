@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import REAL_CLIPS
+from helpers.paths import REAL_CLIPS
 
 from backend.records import Geometry, Groups, GroupSpec, ScoreMaps, VideoInfo
 from backend.selectors.llava_ov2.decode import separate_size_pass, stream_flags

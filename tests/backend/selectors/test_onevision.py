@@ -28,7 +28,7 @@ from backend.selectors.onevision import (
     uniform_patch_picks,
     valid_patches,
 )
-from backend.stages.signals import fuse_mvres
+from backend.stages.signal_maps import fuse_mvres
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

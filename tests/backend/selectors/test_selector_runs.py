@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import run_cli_forked
+from helpers.cli import run_cli_forked
+from helpers.clips import encode_clip
 
 from backend.compare import compare_selectors, load_comparison, parse_entries
 from backend.compare.selectors import coverage, kept_mask_into, masks_on, picture_grid, picture_masks

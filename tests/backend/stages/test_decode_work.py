@@ -14,14 +14,16 @@ import av
 import numpy as np
 import pytest
 
-from backend.stages.decode import DecodeConfig, FrameWork, _split_parts, decode, decode_frames
+import native
+from backend.stages.decode import DecodeConfig, decode, decode_frames
+from backend.stages.decode_reads import FrameWork, split_parts
 from backend.stages.geometry import GeometryConfig, resolve_geometry
 from backend.stages.keyframes import KeyframeConfig, avoid_keyframes
 from backend.stages.probe import ProbeConfig, probe
 from backend.stages.quality import QualityConfig, assess_frames, frame_bad_reason
 from backend.stages.sample import SampleConfig, sample
 from backend.stages.score import ScoreConfig, frame_scores, per_frame_scoring, score_frames
-from native import gateway
+from native import bitcost_reader
 
 
 def _front(path, profile: str, n: int):
@@ -164,7 +166,8 @@ def test_bad_frame_gates_never_change_a_verdict():
 
 def test_grid_domain_sums_equal_the_full_size_reduction():
     """Patch and block sums from the small grid are bit-identical to summing the stretched map."""
-    from backend.stages.score import grid_patch_and_block_sums, normalise_grid, patch_and_block_sums, upsample
+    from backend.imaging import upsample
+    from backend.stages.score import grid_patch_and_block_sums, normalise_grid, patch_and_block_sums
 
     rng = np.random.default_rng(3)
     checked = 0
@@ -240,17 +243,17 @@ class _Info:
 def test_split_parts_by_container_and_density():
     dense = list(range(120))
     # MP4 family: cut at the keyframe nearest the middle, parts seek.
-    mp4 = _split_parts(_Info((1, 49, 97), (0, 48, 96)), dense, DecodeConfig())
+    mp4 = split_parts(_Info((1, 49, 97), (0, 48, 96)), dense, workers=DecodeConfig().workers)
     assert mp4 is not None and mp4.seek and mp4.parts == [dense[:48], dense[48:]]
     # No trusted seek: the first part is longer by what the lead-in costs
     # (k = 0.55·k + (120 − k) → k ≈ 83), and the two parts cover the request once.
-    lead = _split_parts(_Info(None), dense, DecodeConfig())
+    lead = split_parts(_Info(None), dense, workers=DecodeConfig().workers)
     assert lead is not None and not lead.seek
     assert lead.parts[0] + lead.parts[1] == dense and len(lead.parts[0]) == 83
     # Sparse requests decode nearly everything in both parts: not worth a second process.
-    assert _split_parts(_Info(None), list(range(0, 377, 6)), DecodeConfig()) is None
-    assert _split_parts(_Info(None), dense, DecodeConfig(workers=1)) is None
-    assert _split_parts(_Info(None), dense[:20], DecodeConfig()) is None
+    assert split_parts(_Info(None), list(range(0, 377, 6)), workers=DecodeConfig().workers) is None
+    assert split_parts(_Info(None), dense, workers=1) is None
+    assert split_parts(_Info(None), dense[:20], workers=DecodeConfig().workers) is None
 
 
 # --- failures inside a split read -----------------------------------------------------------------
@@ -307,13 +310,10 @@ def test_a_child_killed_mid_read_names_its_exit_code(h264_clip):
             os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
 
     ids = list(range(96))
-    reads = gateway.SegmentReads(
+    reads = native.SegmentReads(
         h264_clip,
         [ids[:48], ids[48:]],
-        export_bitcost=True,
-        export_pixels=False,
-        out_width=0,
-        out_height=0,
+        export=native.ReaderExport(pixels=False, bitcost=True),
         hook=hook,
     )
     with pytest.raises(RuntimeError, match=r"reader exited with code -9"):
@@ -327,7 +327,7 @@ def test_a_lock_held_at_the_fork_does_not_stall_a_from_start_child(vp9_clip):
     holder_started, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with gateway._ENV_LOCK:
+        with bitcost_reader._ENV_LOCK:
             holder_started.set()
             release.wait(10)
 
@@ -335,13 +335,10 @@ def test_a_lock_held_at_the_fork_does_not_stall_a_from_start_child(vp9_clip):
     holder.start()
     holder_started.wait(5)
     try:
-        reads = gateway.SegmentReads(
+        reads = native.SegmentReads(
             vp9_clip,
             [list(range(0, 40)), list(range(40, 96))],
-            export_bitcost=True,
-            export_pixels=False,
-            out_width=0,
-            out_height=0,
+            export=native.ReaderExport(pixels=False, bitcost=True),
             read_first_here=False,
             seek=False,
         )
@@ -350,14 +347,12 @@ def test_a_lock_held_at_the_fork_does_not_stall_a_from_start_child(vp9_clip):
         release.set()
         holder.join()
     assert ready == [True, True]
-    assert [int(item["frame_idx"]) for item in reads.wait()] == list(range(96))
+    assert [item.frame_index for item in reads.wait()] == list(range(96))
 
 
 def test_split_reads_reject_what_they_cannot_size_or_index(h264_clip):
     with pytest.raises(ValueError, match=r"Invalid output size \(0x0\)"):
-        gateway.SegmentReads(
-            h264_clip, [[0, 1]], export_bitcost=True, export_pixels=True, out_width=0, out_height=0
-        )
+        native.SegmentReads(h264_clip, [[0, 1]], export=native.ReaderExport(pixels=True, bitcost=True))
     info, cands, geo = _front(h264_clip, "clean", 8)
     bad = dataclasses.replace(cands, frame_indices=np.array([-1, 3], np.int32))
     with pytest.raises(ValueError, match=r"Invalid frame index \(-1\)"):
@@ -388,13 +383,10 @@ def test_garbage_the_parent_left_does_not_stall_a_child(h264_clip, tmp_path):
     gc.disable()
     try:
         _threaded_scaler_garbage(tmp_path)
-        reads = gateway.SegmentReads(
+        reads = native.SegmentReads(
             h264_clip,
             [list(range(8)), list(range(8, 16))],
-            export_bitcost=True,
-            export_pixels=False,
-            out_width=0,
-            out_height=0,
+            export=native.ReaderExport(pixels=False, bitcost=True),
             hook=hook,
             read_first_here=False,
         )
@@ -402,7 +394,7 @@ def test_garbage_the_parent_left_does_not_stall_a_child(h264_clip, tmp_path):
         if not all(ready):
             reads.stop()
         assert ready == [True, True], "a reader child stalled"
-        assert [int(item["frame_idx"]) for item in reads.wait()] == list(range(16))
+        assert [item.frame_index for item in reads.wait()] == list(range(16))
     finally:
         gc.enable()
         gc.collect()

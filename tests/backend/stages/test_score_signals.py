@@ -6,8 +6,8 @@ import re
 
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import run_cli
+from helpers.cli import run_cli
+from helpers.clips import encode_clip
 
 from backend.pipeline import SelectionOptions, run
 

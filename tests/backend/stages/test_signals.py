@@ -8,21 +8,14 @@ import av
 import numpy as np
 import pytest
 from av.sidedata.sidedata import Type
-from clips import encode_clip, render_frame
+from helpers.clips import encode_clip, render_frame
 
 from backend.errors import DecodeError, UnsupportedVideoError
 from backend.records import VideoInfo
 from backend.stages.probe import ProbeConfig, probe
-from backend.stages.signals import (
-    SignalConfig,
-    SignalGrids,
-    cell_means,
-    compute_signals,
-    fuse_mvres,
-    grid_shape,
-)
-from native import side_data
-from native.gateway import encode_frame
+from backend.stages.signal_maps import cell_means, fuse_mvres, grid_shape
+from backend.stages.signals import SignalConfig, SignalGrids, compute_signals
+from native import encode_frame, side_data
 
 WIDTH, HEIGHT, FRAMES, GOP, CELL = 320, 240, 32, 16, 16
 # Frames 1..15: every picture of the first GOP except its keyframe, so every H.264 frame

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from backend.config import option_of
+from backend.imaging import upsample
 from backend.pipeline import SelectionOptions
 from backend.records import (
     Candidates,
@@ -25,7 +26,7 @@ from backend.stages.group import GroupConfig, block_budget, build_groups, window
 from backend.stages.keyframes import KeyframeConfig, avoid_keyframes
 from backend.stages.pack import PackConfig, pack
 from backend.stages.sample import SampleConfig, linspace_int, sample
-from backend.stages.score import ScoreConfig, normalise_grid, patch_and_block_sums, score_frames, upsample
+from backend.stages.score import ScoreConfig, normalise_grid, patch_and_block_sums, score_frames
 from backend.stages.select import SelectConfig, select_blocks, select_group, top_k
 
 
@@ -619,7 +620,7 @@ def test_versions_are_the_installed_ones():
     from importlib.metadata import PackageNotFoundError, version
 
     import backend
-    from native import gateway
+    import native
 
     pyproject = (Path(__file__).resolve().parents[3] / "pyproject.toml").read_text()
     assert f'version = "{backend.__version__}"' in pyproject
@@ -627,7 +628,7 @@ def test_versions_are_the_installed_ones():
         cvp = version("codec-video-prep")
     except PackageNotFoundError:
         cvp = None
-    assert gateway.versions()["codec_video_prep"] == (cvp if gateway.bitcost_reader_available() else None)
+    assert native.versions()["codec_video_prep"] == (cvp if native.bitcost_reader_available() else None)
 
 
 def test_percentile_linear_is_numpys_percentile_bit_for_bit():

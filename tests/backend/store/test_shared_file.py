@@ -13,8 +13,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from clips import encode_clip
-from conftest import REPO_ROOT, requires_cvp
+from helpers.clips import encode_clip
+from helpers.paths import REPO_ROOT
 
 from backend.errors import StoreError
 from backend.store import SessionStore
@@ -157,7 +157,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@requires_cvp
+@pytest.mark.needs_cvp
 @pytest.mark.slow
 def test_the_app_and_two_cli_writers_share_one_file(tmp_path: Path) -> None:
     db = tmp_path / "sessions.duckdb"

@@ -10,14 +10,15 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO_ROOT, requires_cvp, run_cli
+from helpers.cli import run_cli
+from helpers.paths import REPO_ROOT
 
 from backend.errors import StoreError
 from backend.pipeline import SelectionOptions, run
 from backend.runs import reselect, select_and_store
 from backend.store import SCHEMA_VERSION, SessionStore, run_columns
 
-pytestmark = requires_cvp
+pytestmark = pytest.mark.needs_cvp
 
 OPTS = SelectionOptions(num_sampled_frames=48)
 

@@ -7,15 +7,14 @@ import timeit
 
 import numpy as np
 import pytest
-from conftest import requires_cvp
 
+from backend.imaging import upsample
 from backend.pipeline import RunResult
 from backend.records import FrameQuality
 from backend.render import KEPT_RGB, anchor_rows, kept_blocks_by_row
-from backend.stages.score import upsample
 from views.inspector import frame_layers as fl
 
-pytestmark = requires_cvp
+pytestmark = pytest.mark.needs_cvp
 
 PLAIN = fl.LayerOptions(kept=False, anchor_badge=False, bad_frames=False)
 

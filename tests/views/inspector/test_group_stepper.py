@@ -1,26 +1,25 @@
-"""The group stepper's table and readiness plot on real runs of the bundled sample."""
+"""The group stepper's table and readiness plot on synthetic runs (no cvp, no decode)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import pytest
-from conftest import SAMPLE_VIDEO, requires_cvp
+from helpers.synthetic import synthetic_run
 
-from backend.pipeline import RunResult, SelectionOptions, run
+from backend.pipeline import RunResult
 from views.inspector import group_stepper
 
-pytestmark = requires_cvp
+
+@pytest.fixture(scope="module")
+def result() -> RunResult:
+    """50 candidates (every third frame, keyframe 0 moved to 1) in three readiness groups."""
+    return synthetic_run(frames=150, sampled=range(0, 150, 3), moved=[(0, 1)], groups=3)
 
 
 @pytest.fixture(scope="module")
-def result(sample_run: RunResult) -> RunResult:
-    """The session's shared run of the sample, 48 sampled frames (conftest.sample_run)."""
-    return sample_run
-
-
-@pytest.fixture(scope="module")
-def fixed_result():
-    return run(SAMPLE_VIDEO, options=SelectionOptions(num_sampled_frames=48, grouping_mode="fixed"))
+def fixed_result() -> RunResult:
+    """The same candidates grouped in fixed runs: no readiness trace."""
+    return synthetic_run(frames=150, sampled=range(0, 150, 3), moved=[(0, 1)], groups=3, grouping="fixed")
 
 
 def test_table_rows_match_the_groups(result):

@@ -1,19 +1,17 @@
-"""Navigation targets for keys and timeline clicks, on a real run of the bundled sample."""
+"""Navigation targets for keys and timeline clicks, on a synthetic run (no cvp, no decode)."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from helpers.synthetic import synthetic_run
 
-from backend.pipeline import SelectionOptions, run
 from views.inspector import navigation
-
-pytestmark = requires_cvp
 
 
 @pytest.fixture(scope="module")
 def result():
-    return run(REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4", options=SelectionOptions())
+    """150 frames, every one a candidate, keyframes 0 and 90, three groups of 50."""
+    return synthetic_run(frames=150, keyframes=(0, 90), groups=3)
 
 
 def test_steps_and_ends(result):
@@ -33,7 +31,7 @@ def test_group_boundaries(result):
 
 
 def test_keyframes_include_bitstream_keys(result):
-    # The sample's keyframes are frames 0 and 90; dense sampling keeps both.
+    # The run's keyframes are frames 0 and 90; dense sampling keeps both.
     rows = navigation.keyframe_rows(result).tolist()
     fids = [int(result.candidates.frame_indices[r]) for r in rows]
     assert fids == [0, 90]
@@ -48,10 +46,7 @@ def test_frame_to_row_and_bad_actions(result):
 
 
 def test_moved_keyframes_are_found_through_their_new_frame():
-    sparse = run(
-        REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4",
-        options=SelectionOptions(num_sampled_frames=16),
-    )
+    sparse = synthetic_run(frames=150, keyframes=(0, 90), sampled=range(0, 150, 10), moved=[(0, 1)])
     moved = dict(sparse.candidates.moved)
     assert 0 in moved  # frame 0 is a keyframe and sampled, so avoidance moved it
     fids = [int(sparse.candidates.frame_indices[r]) for r in navigation.keyframe_rows(sparse)]

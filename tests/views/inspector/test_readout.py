@@ -7,14 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clips import encode_clip
-from conftest import requires_cvp
+from helpers.clips import encode_clip
 
 from backend.pipeline import RunResult
 from backend.selectors.onevision import OnevisionOptions, select_onevision, valid_patches
 from views.inspector.readout import block_readout_html
 
-pytestmark = requires_cvp
+pytestmark = pytest.mark.needs_cvp
 
 PATCH = 16
 

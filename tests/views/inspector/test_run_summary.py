@@ -1,24 +1,19 @@
-"""The run summary view's prepare_* functions on a real run of the bundled sample."""
+"""The run summary view's prepare_* functions on a synthetic run (no cvp, no decode)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 import pytest
-from conftest import REPO_ROOT, requires_cvp
+from helpers.synthetic import synthetic_run
 
-from backend.pipeline import SelectionOptions, run
 from views.inspector import run_summary
 from views.wording import plural
-
-pytestmark = requires_cvp
 
 
 @pytest.fixture(scope="module")
 def result():
-    return run(
-        REPO_ROOT / "sample_videos" / "flower_timelapse_cc0.mp4",
-        options=SelectionOptions(num_sampled_frames=48),
-    )
+    """48 candidates (every third frame) in three groups, square pixels, the clean profile."""
+    return synthetic_run(frames=144, sampled=range(0, 144, 3), groups=3)
 
 
 def test_gallery_and_summary_match_the_run(result):

@@ -1,24 +1,22 @@
-"""The timeline view's figure on a real run of the bundled sample."""
+"""The timeline view's figure on a synthetic run (no cvp, no decode)."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-from conftest import requires_cvp
+from helpers.synthetic import synthetic_run
 
 from backend.pipeline import RunResult
 from backend.render import kept_blocks_by_row
 from views import figure_style
 from views.inspector import timeline
 
-pytestmark = requires_cvp
-
 
 @pytest.fixture(scope="module")
-def result(sample_run: RunResult) -> RunResult:
-    """The session's shared run of the sample, 48 sampled frames (conftest.sample_run)."""
-    return sample_run
+def result() -> RunResult:
+    """50 candidates (every third frame, keyframe 0 moved to 1) in three readiness groups."""
+    return synthetic_run(frames=150, sampled=range(0, 150, 3), moved=[(0, 1)], groups=3)
 
 
 def _kind(fig, kind: str) -> list:

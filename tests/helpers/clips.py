@@ -11,7 +11,7 @@ from typing import Literal
 import av
 import numpy as np
 
-from native.gateway import encode_frame
+from native import encode_frame
 
 Codec = Literal["h264", "hevc", "vp9", "av1", "mpeg4"]
 Pattern = Literal["moving", "square", "static"]

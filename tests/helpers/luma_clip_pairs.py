@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from clips import encode_clip
 
-from native import gateway
+import native
+from helpers.clips import encode_clip
 
 # Written out from the spec, independently of backend.luma.geometry.
 STEADY_OFFSETS = {2: 0.3, 3: 0.54, 4: 1.0, 5: -0.63, 6: 0.2}
@@ -77,7 +77,7 @@ def make_pair(
     )
     test = folder / f"{name}.test.mp4"
     rng = np.random.default_rng(seed)
-    with gateway.VideoWriter(
+    with native.VideoWriter(
         test,
         codec="libx264rgb",
         width=width,
@@ -86,7 +86,7 @@ def make_pair(
         options={"qp": "0", "preset": "veryfast"},
         pix_fmt="rgb24",
     ) as writer:
-        for t, ref in enumerate(gateway.iter_rgb(reference)):
+        for t, ref in enumerate(native.iter_rgb(reference)):
             x = ref.astype(np.float64)
             y = x * (1.0 + gain_of(t, gain)) + offset_of(t)
             writer.write(np.clip(np.floor(y + rng.random(ref.shape)), 0, 255).astype(np.uint8))

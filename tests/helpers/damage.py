@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import av
-from clips import Codec, encode_clip
+
+from helpers.clips import Codec, encode_clip
 
 DAMAGE_KINDS: tuple[str, ...] = ("flip", "zero", "cut", "splice", "header")
 """Every kind of damage :func:`damage_bytes` knows, in a fixed order.

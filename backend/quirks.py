@@ -6,7 +6,8 @@ defect records take their code from here (:func:`quirk_warning`). Numbers are th
 §18 of ``specs/codec-video-prep-0.2.5.md``; ``section`` says where the spec describes the
 behaviour (some are described only in a stage's section and have no §18 number).
 
-This module imports nothing from the pipeline, so the stages may import it.
+It sits below the stages and the pipeline and imports only ``backend.config`` and
+``backend.records``, so every stage may import it.
 """
 
 from __future__ import annotations

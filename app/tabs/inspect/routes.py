@@ -1,11 +1,14 @@
-"""The frame viewer's own routes (app.server): frame JPEGs at the processed or source size, the info
-line and the block readout under the cursor. Plain functions of the workspace, testable without a server."""
+"""The frame viewer's own routes (registered by app.server): frame JPEGs at the processed or source size,
+the info line and the block readout under the cursor. Plain functions of the workspace, testable without a
+server."""
 
 from __future__ import annotations
 
 import html
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +18,7 @@ from backend.errors import CodecLensError
 if TYPE_CHECKING:
     from app.workspace import Workspace
     from backend.pipeline import RunResult
+    from backend.render import LayerOptions
     from views.inspector.frame_cache import JpegCache
 
 JPEG_CACHE_BYTES = 128 << 20
@@ -24,13 +28,52 @@ DEFAULT_HEAT = "block"
 SOURCE_FRAMES_KEPT = 6
 
 
-def layer_options(
-    layers: list[str] | str, opacity: float, colormap: str, scale: str, heat: str = DEFAULT_HEAT
-) -> Any:
-    """LayerOptions from the layer controls (layer names as a list, or comma-separated)."""
-    from backend.render import layer_options as options_for
+@dataclass(frozen=True)
+class ViewSettings:
+    """The viewer's five settings as the page holds them, travelling together: what
+    :meth:`options` turns into the renderer's :class:`backend.render.LayerOptions`.
 
-    return options_for(layers, opacity=opacity, colormap=colormap, scale=scale, heat=heat or DEFAULT_HEAT)
+    The layer names keep the page's order (the frame URL and the saved view carry them as the
+    checkboxes hold them), which LayerOptions, a set of switches, does not; the values are checked
+    only when drawn (:meth:`options` raises ValueError), as before.
+    """
+
+    layers: Sequence[str] | str
+    """Layer names (backend.render.LAYER_NAMES) as a list, or comma-separated (the frame URL's)."""
+    opacity: float
+    """Heatmap weight in [0, 1]."""
+    colormap: str
+    scale: str
+    """Heatmap scale: ``frame`` or ``video``."""
+    heat: str = DEFAULT_HEAT
+    """What the heatmap shows: ``block`` or ``signal``."""
+
+    def options(self) -> LayerOptions:
+        """The renderer's LayerOptions (ValueError for a value it does not support)."""
+        from backend.render import layer_options as options_for
+
+        heat = self.heat or DEFAULT_HEAT
+        return options_for(
+            self.layers, opacity=self.opacity, colormap=self.colormap, scale=self.scale, heat=heat
+        )
+
+
+INFO_VIEW = ViewSettings([], 0.5, "turbo", "frame")
+"""The settings the info line is computed with (it names no layer)."""
+
+
+@dataclass(frozen=True)
+class FrameRequest:
+    """One frame the page asks for (``/lens/frame``, ``/lens/native``)."""
+
+    run_id: str
+    row: int
+    """The candidate row (ignored when ``frame`` is given)."""
+    view: ViewSettings
+    frame: str | None = None
+    """A frame index: the candidate nearest it is shown instead (the A/B flip shows another run)."""
+    codec: str = ""
+    """Codec layers drawn over the frame (``mv``, ``qp``, comma-separated)."""
 
 
 def checked_row(result: RunResult, row: int) -> None:
@@ -122,15 +165,8 @@ def _with_codec_layers(
 def render_jpeg(
     ws: Workspace,
     cache: JpegCache,
-    run_id: str,
-    row: int,
-    layers: str,
-    opacity: float,
-    cmap: str,
-    scale: str,
-    heat: str = DEFAULT_HEAT,
-    frame: str | None = None,
-    codec: str = "",
+    request: FrameRequest,
+    *,
     sides: CodecSides | None = None,
     sources: SourceFrames | None = None,
 ) -> bytes:
@@ -138,16 +174,17 @@ def render_jpeg(
     the prefetcher), or with ``sources`` the candidate frame decoded at its source size (in a
     worker) with the layers drawn over it.
 
-    ``codec``: codec layers (``mv``, ``qp``) drawn over it from ``sides``.
+    ``request.codec``: codec layers (``mv``, ``qp``) drawn over it from ``sides``.
     Raises the backend's errors, and ValueError for a row outside the run.
     """
     from backend.render import cached_plan, draw_native
     from views.inspector.codec_layers import parse_codec_layers
 
+    run_id = request.run_id
     result = ws.result(run_id)
-    row = resolve_row(result, row, frame)
-    opts = layer_options(layers, opacity, cmap, scale, heat)
-    kinds = ",".join(parse_codec_layers(codec))
+    row = resolve_row(result, request.row, request.frame)
+    opts = request.view.options()
+    kinds = ",".join(parse_codec_layers(request.codec))
     if sources is not None:
 
         def native() -> np.ndarray:
@@ -168,7 +205,7 @@ def render_jpeg(
 
 
 def _frame_job(
-    result: RunResult, run_id: str, row: int, opts: Any, kinds: str, sides: CodecSides | None
+    result: RunResult, run_id: str, row: int, opts: LayerOptions, kinds: str, sides: CodecSides | None
 ) -> tuple[Any, Any]:
     """The cache key of one processed frame and the function that renders it."""
     from views.inspector.frame_layers import prepare_frame_layers
@@ -180,22 +217,12 @@ def _frame_job(
     return (run_id, row, opts, kinds), render
 
 
-def warm_frame(
-    ws: Workspace,
-    cache: JpegCache,
-    run_id: str,
-    row: int,
-    layers: list[str] | str,
-    opacity: float,
-    cmap: str,
-    scale: str,
-    heat: str = DEFAULT_HEAT,
-) -> None:
+def warm_frame(ws: Workspace, cache: JpegCache, run_id: str, row: int, view: ViewSettings) -> None:
     """Start rendering the processed frame (no codec layers) that a view being drawn names, so
     the page's request for it, which comes only once the view is on screen, finds it ready."""
     result = ws.result(run_id)
     checked_row(result, row)
-    cache.warm(*_frame_job(result, run_id, row, layer_options(layers, opacity, cmap, scale, heat), "", None))
+    cache.warm(*_frame_job(result, run_id, row, view.options(), "", None))
 
 
 def info_fragment(ws: Workspace, run_id: str, row: int) -> str:
@@ -204,9 +231,7 @@ def info_fragment(ws: Workspace, run_id: str, row: int) -> str:
 
     result = ws.result(run_id)
     checked_row(result, row)
-    return info_text_html(
-        result, prepare_frame_layers(result, row, layer_options([], 0.5, "turbo", "frame")).info
-    )
+    return info_text_html(result, prepare_frame_layers(result, row, INFO_VIEW.options()).info)
 
 
 def info_text_html(result: RunResult, info: dict[str, Any]) -> str:

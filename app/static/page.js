@@ -1,128 +1,19 @@
-"""Browser-side snippets shared by the app's viewers: the page's key handler, plot clicks, the frame
-viewer's zoom, pan, hover and playback, and the frame steps that need no server."""
-
-from __future__ import annotations
-
-
-def step_js(slider_elem_id: str) -> dict[str, str]:
-    """JS for the frame steps that need no server: the slider knows its own range.
-
-    Keys: ``prev``, ``next``, ``home``, ``end``; each value is a Gradio ``js=`` function of the
-    slider's value returning the new value.
-    """
-    slider_max = f"Number(document.querySelector('#{slider_elem_id} input[type=range]')?.max ?? r)"
-    return {
-        "prev": "(r) => Math.max(0, Math.round(r) - 1)",
-        "next": f"(r) => Math.min({slider_max}, Math.round(r) + 1)",
-        "home": "(r) => 0",
-        "end": f"(r) => {slider_max}",
-    }
-
-
-def press_if_shown_js(shown: str, button: str) -> str:
-    """A Gradio ``js=`` function that presses hidden button ``button`` only while ``shown`` (a
-    selector) is on screen: a view refreshes through the server when it is seen, so other events
-    (a live re-selection) pay no round trip and no pass of Gradio's loading status for it."""
-    return (
-        "() => {\n"
-        f"  const shown = document.querySelector('{shown}')?.offsetParent;\n"
-        f"  if (shown) document.querySelector('{button}')?.click();\n"
-        "  return [];\n"
-        "}"
-    )
-
-
-# Keys click hidden buttons. Text inputs keep their keys; a checkbox, radio or button that
-# keeps the focus after a click must not swallow them (issue 15, defect 2). While the codec
-# comparison panes are on screen the same keys drive them (buttons cmp_*).
-_KEYS = """
-  const textTypes = ['', 'text', 'number', 'search', 'email', 'password', 'url', 'tel', 'date', 'time'];
-  const typing = (el) => {
-    if (!el) return false;
-    if (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT') return true;
-    return el.tagName === 'INPUT' && textTypes.includes((el.getAttribute('type') || '').toLowerCase());
+// The page's script (served at lens/static/page.js, loaded once through the page head): the frame
+// viewer's zoom, pan, hover and playback (state in window.__lens), the key handler and plot clicks.
+(() => {
+  const press = (id) => document.querySelector('#' + id)?.click();
+  const visible = (sel) => {
+    const el = document.querySelector(sel);
+    return !!(el && el.offsetParent);
   };
-  document.addEventListener('keydown', (e) => {
-    if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
-    const map = {
-      ArrowLeft: e.shiftKey ? 'prev_key' : 'prev',
-      ArrowRight: e.shiftKey ? 'next_key' : 'next',
-      ',': 'prev', '.': 'next', '[': 'prev_group', ']': 'next_group',
-      Home: 'home', End: 'end', '?': 'help', ' ': 'play', 'b': 'flip', 'B': 'flip',
-      '+': 'zoom_in', '=': 'zoom_in', '-': 'zoom_out', '0': 'zoom_fit',
-    };
-    const action = map[e.key];
-    if (!action) return;
-    // Space keeps its own meaning on a focused control (toggle a checkbox, press a button).
-    if (action === 'play' && e.target && ['INPUT', 'BUTTON'].includes(e.target.tagName)) return;
-    const compare = visible('#compare_panes') && !visible('#frame_img');
-    const viewerActions = ['play', 'flip', 'zoom_in', 'zoom_out', 'zoom_fit'];
-    if (action === 'help') {
-      toggleHelp();
-    } else if (viewerActions.includes(action)) {
-      if (compare || !visible('#frame_img')) return;
-      L[action]();
-    } else {
-      const id = (compare ? 'cmp_' : 'k_') + action;
-      if (!document.querySelector('#' + id)) return;
-      press(id);
-    }
-    e.preventDefault();
-    e.stopPropagation();
-  }, true);
-"""
-
-# A click anywhere on a plot's area jumps to the frame under the cursor: plotly_click fires
-# only on data points, so the click's x is read off the x axis (issue 15, defect 1). Gradio
-# replaces a plot's div when it mounts one (the inspector's plots keep theirs: PLOT_JS in
-# app.tabs.inspect), so a MutationObserver attaches the handler to every new div.
-_PLOT_CLICKS = """
-  const plotX = (gd, ev) => {
-    const xa = gd._fullLayout && gd._fullLayout.xaxis;
-    if (!xa || !xa.p2c) return null;
-    const r = gd.getBoundingClientRect();
-    const px = ev.clientX - r.left - xa._offset;
-    const size = gd._fullLayout._size;
-    const py = ev.clientY - r.top;
-    if (px < 0 || px > xa._length || py < size.t || py > gd._fullLayout.height - size.b) return null;
-    const x = xa.p2c(px);
-    return Number.isFinite(x) ? x : null;
+  const fill = (sel, value) => {
+    const box = document.querySelector(sel + ' textarea, ' + sel + ' input');
+    if (!box) return false;
+    box.value = value;
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+    return true;
   };
-  const clickable = [['#timeline', 'jump_frame', 'jump_btn'], ['#signal_plots', 'jump_frame', 'jump_btn'],
-                     ['#cmp_metrics', 'cmp_jump_frame', 'cmp_jump_btn']];
-  const attach = () => {
-    const holder = document.querySelector('#frame');
-    if (holder && !holder.__lensFit && window.ResizeObserver) {
-      holder.__lensFit = true;
-      new ResizeObserver(() => L.fit()).observe(holder);
-    }
-    for (const [sel, box, btn] of clickable) {
-      const gd = document.querySelector(sel + ' .js-plotly-plot');
-      if (!gd || gd.__lensClick) continue;
-      gd.__lensClick = true;
-      let down = null;
-      // The frame is read off the axis at the press: a second click within Plotly's double-click
-      // delay resets the axes on release, before the click event (measured: 19 of 50 quick
-      // clicks of bench/browser.py landed up to 6 frames off).
-      gd.addEventListener('mousedown', (ev) => { down = [ev.clientX, ev.clientY, plotX(gd, ev)]; }, true);
-      gd.addEventListener('click', (ev) => {
-        // A drag (zoom box, pan) is not a click.
-        if (!down || Math.hypot(ev.clientX - down[0], ev.clientY - down[1]) > 4) return;
-        const x = down[2];
-        down = null;
-        if (x === null) return;
-        if (fill('#' + box, String(Math.round(x)))) setTimeout(() => press(btn), 30);
-      }, true);
-    }
-  };
-  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
-  attach();
-"""
 
-# The frame viewer: its image URL (processed or, when zoomed in, native pixels), the info line,
-# the plots' cursors, zoom and pan, the block and pixel readout under the cursor, the pinned
-# block, playback and the A/B flip. Everything is state in window.__lens (L).
-_VIEWER = """
   const L = (window.__lens = window.__lens || {z: 1, tx: 0, ty: 0, native: false, pin: null, hover: null,
     params: null, playing: null, b: null, flipped: false, seq: 0});
   const q = (o) => new URLSearchParams(o).toString();
@@ -388,20 +279,80 @@ _VIEWER = """
   window.addEventListener('resize', () => L.fit());
   const help = () => document.querySelector('#key_map');
   const toggleHelp = () => { const h = help(); if (h) h.classList.toggle('lens-open'); };
-"""
 
-KEY_JS = (
-    "() => {\n"
-    "  const press = (id) => document.querySelector('#' + id)?.click();\n"
-    "  const visible = (sel) => {\n"
-    "    const el = document.querySelector(sel);\n"
-    "    return !!(el && el.offsetParent);\n"
-    "  };\n"
-    "  const fill = (sel, value) => {\n"
-    "    const box = document.querySelector(sel + ' textarea, ' + sel + ' input');\n"
-    "    if (!box) return false;\n"
-    "    box.value = value;\n"
-    "    box.dispatchEvent(new Event('input', {bubbles: true}));\n"
-    "    return true;\n"
-    "  };\n" + _VIEWER + _KEYS + _PLOT_CLICKS + "}\n"
-)
+  const textTypes = ['', 'text', 'number', 'search', 'email', 'password', 'url', 'tel', 'date', 'time'];
+  const typing = (el) => {
+    if (!el) return false;
+    if (el.isContentEditable || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT') return true;
+    return el.tagName === 'INPUT' && textTypes.includes((el.getAttribute('type') || '').toLowerCase());
+  };
+  document.addEventListener('keydown', (e) => {
+    if (typing(e.target) || e.ctrlKey || e.metaKey || e.altKey) return;
+    const map = {
+      ArrowLeft: e.shiftKey ? 'prev_key' : 'prev',
+      ArrowRight: e.shiftKey ? 'next_key' : 'next',
+      ',': 'prev', '.': 'next', '[': 'prev_group', ']': 'next_group',
+      Home: 'home', End: 'end', '?': 'help', ' ': 'play', 'b': 'flip', 'B': 'flip',
+      '+': 'zoom_in', '=': 'zoom_in', '-': 'zoom_out', '0': 'zoom_fit',
+    };
+    const action = map[e.key];
+    if (!action) return;
+    // Space keeps its own meaning on a focused control (toggle a checkbox, press a button).
+    if (action === 'play' && e.target && ['INPUT', 'BUTTON'].includes(e.target.tagName)) return;
+    const compare = visible('#compare_panes') && !visible('#frame_img');
+    const viewerActions = ['play', 'flip', 'zoom_in', 'zoom_out', 'zoom_fit'];
+    if (action === 'help') {
+      toggleHelp();
+    } else if (viewerActions.includes(action)) {
+      if (compare || !visible('#frame_img')) return;
+      L[action]();
+    } else {
+      const id = (compare ? 'cmp_' : 'k_') + action;
+      if (!document.querySelector('#' + id)) return;
+      press(id);
+    }
+    e.preventDefault();
+    e.stopPropagation();
+  }, true);
+
+  const plotX = (gd, ev) => {
+    const xa = gd._fullLayout && gd._fullLayout.xaxis;
+    if (!xa || !xa.p2c) return null;
+    const r = gd.getBoundingClientRect();
+    const px = ev.clientX - r.left - xa._offset;
+    const size = gd._fullLayout._size;
+    const py = ev.clientY - r.top;
+    if (px < 0 || px > xa._length || py < size.t || py > gd._fullLayout.height - size.b) return null;
+    const x = xa.p2c(px);
+    return Number.isFinite(x) ? x : null;
+  };
+  const clickable = [['#timeline', 'jump_frame', 'jump_btn'], ['#signal_plots', 'jump_frame', 'jump_btn'],
+                     ['#cmp_metrics', 'cmp_jump_frame', 'cmp_jump_btn']];
+  const attach = () => {
+    const holder = document.querySelector('#frame');
+    if (holder && !holder.__lensFit && window.ResizeObserver) {
+      holder.__lensFit = true;
+      new ResizeObserver(() => L.fit()).observe(holder);
+    }
+    for (const [sel, box, btn] of clickable) {
+      const gd = document.querySelector(sel + ' .js-plotly-plot');
+      if (!gd || gd.__lensClick) continue;
+      gd.__lensClick = true;
+      let down = null;
+      // The frame is read off the axis at the press: a second click within Plotly's double-click
+      // delay resets the axes on release, before the click event (measured: 19 of 50 quick
+      // clicks of bench/browser.py landed up to 6 frames off).
+      gd.addEventListener('mousedown', (ev) => { down = [ev.clientX, ev.clientY, plotX(gd, ev)]; }, true);
+      gd.addEventListener('click', (ev) => {
+        // A drag (zoom box, pan) is not a click.
+        if (!down || Math.hypot(ev.clientX - down[0], ev.clientY - down[1]) > 4) return;
+        const x = down[2];
+        down = null;
+        if (x === null) return;
+        if (fill('#' + box, String(Math.round(x)))) setTimeout(() => press(btn), 30);
+      }, true);
+    }
+  };
+  new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
+  attach();
+})();

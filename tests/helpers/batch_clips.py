@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clips import encode_clip, make_bad_inputs
+from helpers.clips import encode_clip, make_bad_inputs
 
 # Small and short: a unit costs ~0.1 s, so a batch's cost is its workers' start-up.
 _TINY = {"width": 192, "height": 128, "frames": 24, "gop": 12}

@@ -1,0 +1,2 @@
+// The first candidate: no server needed.
+(r) => 0
