@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 
 from backend.export.config import ExportRun
+from backend.imaging import upsample
 from backend.pipeline import RunResult
 from backend.render import anchor_rows, frame_facts, group_of_row, kept_blocks_by_row, lost_blocks
-from backend.imaging import upsample
 
 FRAMES_CSV_SCHEMA_VERSION = 1
 BLOCKS_CSV_SCHEMA_VERSION = 1

@@ -7,10 +7,10 @@ import functools
 import cv2
 import numpy as np
 
+from backend.imaging import upsample
 from backend.pipeline import RunResult
 from backend.render.colors import colormap_lut
 from backend.render.facts import check_row
-from backend.imaging import upsample
 
 SCALES: tuple[str, ...] = ("frame", "video")
 HEAT_SOURCES: tuple[str, ...] = ("block", "signal")

@@ -12,6 +12,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from backend.codecs import canonical_codec
 from backend.config import parse_names
 from backend.pipeline import RunResult
 from backend.render.colors import (
@@ -39,7 +40,6 @@ from backend.render.heatmap import (
     video_raw_max,
 )
 from backend.render.text import draw_anchor_label, draw_bad_label
-from backend.codecs import canonical_codec
 
 KEPT_BORDER_PX = 2
 ANCHOR_BORDER_PX = 4

@@ -7,6 +7,7 @@ import functools
 import cv2
 import numpy as np
 
+from backend.codecs import canonical_codec
 from backend.pipeline import RunResult
 from backend.render.colors import (
     ANCHOR_RGB,
@@ -22,7 +23,6 @@ from backend.render.facts import check_row, lost_blocks
 from backend.render.heatmap import heatmap_rgb, score_grid
 from backend.render.overlays import ANCHOR_BORDER_PX, CODEC_CELL_PX, KEPT_BORDER_PX, OverlayPlan
 from backend.render.text import draw_anchor_label, draw_bad_label
-from backend.codecs import canonical_codec
 
 REFERENCE_ROWS = 720
 """Frames up to this height get the viewer's line widths and label sizes; taller ones scale them."""
