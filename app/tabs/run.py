@@ -80,21 +80,6 @@ def selector_groups(selector: str, selectors: Sequence[str]) -> list[Any]:
     return [gr.update(visible=s == selector) for s in selectors]
 
 
-def _decodes(ws: Workspace, parent: Any, options: Any) -> bool:
-    """Whether re-selecting ``parent`` with ``options`` must decode (reselect's own test): a
-    changed decode option, another selector, or no cached decode to reuse."""
-    from backend.selectors import options_for, spec_of
-
-    spec = spec_of(options)
-    if spec.name != parent.selector or not spec.resumable:
-        return True
-    base = options_for(parent.selector, parent.config)
-    if not all(getattr(options, k) == getattr(base, k) for k in spec.front_options):
-        return True
-    key = parent.cache_key
-    return not key or (key not in ws.memory and ws.store.cache_lookup(key) is None)
-
-
 def _select(
     ws: Workspace,
     run_id: str,
@@ -109,7 +94,7 @@ def _select(
     decodes nothing and runs here, on the decodes this process keeps in memory.
     """
     from app import jobs
-    from backend.runs import reselect
+    from backend.runs import plan_reselection, run_plan
     from backend.selectors import selector_of
 
     cleanup = Cleanup(store=ws.store)
@@ -118,8 +103,10 @@ def _select(
         parent = ws.store.get_run(run_id)
         base = parent.config
         changes = {k: v for k, v in options.as_dict().items() if base.get(k) != v}
-        if not _decodes(ws, parent, options):
-            return reselect(ws.store, run_id, changes, on_progress=on_progress, memory=ws.memory)
+        # What decodes (a front option changed, or the cached decode is gone) runs in a worker.
+        plan = plan_reselection(ws.store, parent, changes, memory=ws.memory)
+        if not plan.decodes:
+            return run_plan(ws.store, plan, on_progress=on_progress, memory=ws.memory)
         done = run_job(
             ws.pool,
             jobs.reselect_run,

@@ -73,12 +73,6 @@ def live_changes(parent: RunRow, names: Sequence[str], values: Sequence[Any]) ->
     return {k: getattr(options, k) for k in names if getattr(options, k) != current[k]}
 
 
-def has_cached_decode(ws: Workspace, parent: RunRow) -> bool:
-    """Whether run ``parent``'s decode is still cached (in memory or in the store) to re-select from."""
-    key = parent.cache_key
-    return bool(key) and (key in ws.memory or ws.store.cache_lookup(key) is not None)
-
-
 def reselect_live(
     ws: Workspace, names: list[str], run_id: str, row: float, view: ViewSettings, values: list[Any]
 ) -> tuple[Any, ...]:
@@ -129,7 +123,7 @@ def reselect_live_steps(
     then saves the old run's viewer and closes the session file (DuckDB writes its log into the
     file on close, 20-200 ms the page need not wait for)."""
     from app.tabs.sessions import save_view
-    from backend.runs import reselect
+    from backend.runs import plan_reselection, run_plan
 
     result_of(ws, run_id)  # gr.Error when no run is open or it cannot open
     with ws.store.held():  # one open of the file for this handler's calls (~20 ms each otherwise)
@@ -143,10 +137,12 @@ def reselect_live_steps(
         if not changes:
             yield (gr.update(),) * len(VIEW_OUTPUTS)
             return
-        if not has_cached_decode(ws, parent):
-            raise gr.Error("This run's decode is no longer cached: run it again from the Run tab.")
         try:
-            new_id, new_result, _how = reselect(ws.store, run_id, changes, memory=ws.memory, parent=parent)
+            plan = plan_reselection(ws.store, parent, changes, memory=ws.memory)
+            # The live options are grouping and selection options: only an evicted cache decodes.
+            if plan.decodes:
+                raise gr.Error("This run's decode is no longer cached: run it again from the Run tab.")
+            new_id, new_result, _how = run_plan(ws.store, plan, memory=ws.memory)
         except CodecLensError as exc:
             raise ui_error(exc) from exc
         ws.remember(new_id, new_result)
