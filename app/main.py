@@ -26,7 +26,15 @@ CSS = """
 #frame_mode, #b_label { color: #666; }
 #frame_info_text { font-size: 14px; padding: 4px 0; }
 #key_map { display: none; }
-#key_map.lens-open { display: block; border: 1px solid #ccc; padding: 6px; }
+/* The readout column keeps its layout while the cursor reads blocks and the key map opens: the
+   readout's room is reserved (one block's table, scrolled when a codec's cells make it taller) and
+   the key map lies over the legends instead of pushing the layer controls down (issue 27). */
+#readout_col { position: relative; }
+#block_info { height: 250px; overflow-y: auto; }
+#pixel_info { min-height: 24px; }
+#key_map.lens-open { display: block; position: absolute; left: 0; right: 0; z-index: 20;
+  border: 1px solid #ccc; padding: 6px; background: var(--background-fill-primary, #fff);
+  box-shadow: 0 4px 12px rgba(0, 0, 0, 0.2); }
 .lens-readout, .lens-cells { border-collapse: collapse; font-size: 13px; }
 .lens-readout th { text-align: left; padding: 2px 8px 2px 0; vertical-align: top; white-space: nowrap; }
 .lens-readout td { padding: 2px 0; }
@@ -106,13 +114,15 @@ def build_app(ws: Workspace, *, run_id: str | None = None) -> Any:
         # Across tabs: opening a run fills the Run tab's path and options; a run or a reopened
         # session saves the viewer of the run it replaces.
         layout = option_form.OptionLayout.of(run_tab)
-        live_route = inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, layout)
+        # A new page opens the run a page showed last (the start run until one did).
+        viewed = inspect.LastViewed(fallback=run_id)
+        live_route = inspect.wire_inspect_tab(ws, shared, inspect_tab, run_tab.video_path, layout, viewed)
         run.wire_run_tab(ws, shared.run_id, run_tab, inspect_tab, shared.run_options)
         sessions.wire_sessions_panel(
             ws, shared.run_id, run_tab.sessions, inspect_tab.view_controls[:4], run_tab_item
         )
         demo.load(
-            lambda: sessions.page_load(ws, run_id),
+            lambda: sessions.page_load(ws, viewed.to_open(ws)),
             None,
             [shared.run_id, run_tab.sessions.runs, run_tab.sessions.open_pick],
             api_name=False,

@@ -22,7 +22,6 @@ from backend.errors import CodecLensError
 from backend.isolation import Cleanup, Worker, describe_death, signal_name, stage_from_dump
 
 __all__ = [
-    "Cleanup",
     "Job",
     "LocalProgress",
     "PoolBusy",

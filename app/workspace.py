@@ -59,8 +59,39 @@ class Workspace:
         return self._memory
 
     def input_path(self, path: str | Path) -> Path:
-        """A readable path inside ``input_roots`` (InputError otherwise)."""
-        return resolve_within(path, self.input_roots, kind="input")
+        """A readable path inside ``input_roots`` or, typed whole, inside a folder this session
+        file's own runs wrote (:meth:`recorded_roots`); InputError otherwise."""
+        try:
+            return resolve_within(path, self.input_roots, kind="input")
+        except InputError:
+            # Only an absolute path: a relative one means the first input root, not a recorded folder.
+            if not Path(str(path).strip()).expanduser().is_absolute():
+                raise
+            recorded = self.recorded_roots()
+            if not recorded:
+                raise
+            try:
+                return resolve_within(path, recorded, kind="input")
+            except InputError:
+                pass
+            raise
+
+    def recorded_roots(self) -> tuple[Path, ...]:
+        """Folders the app or the CLI wrote for this session file and the store records, so that
+        what they wrote can be read back: the comparisons' encodes (``<session>.compare/``, or the
+        folder a comparison's reference was written to) and every stored batch's output folder."""
+        from backend.compare import default_output_dir
+
+        store = self.store
+        roots = {default_output_dir(store, "x").parent}  # <session>.compare/
+        for row in store.list_comparisons():
+            # A codec comparison writes its encodes next to its lossless reference; a selector
+            # comparison (no reference) or one over given files writes nothing.
+            reference = row.get("reference_path")
+            if row.get("status") == "done" and reference and row.get("source_path") != reference:
+                roots.add(Path(str(reference)).parent)
+        roots.update(Path(str(out_dir)) for out_dir in store.list_datasets()["out_dir"] if out_dir)
+        return tuple(sorted(roots))
 
     def output_path(self, path: str | Path) -> Path:
         """A writable path inside ``output_root`` (OutputError otherwise)."""
@@ -178,7 +209,8 @@ def ensure_run(ws: Workspace, video: str | Path, options: Any = None) -> str:
             return row.run_id
     if ws.pool is not None:  # native work runs in a worker process (app.workers)
         from app import jobs
-        from app.workers import Cleanup, job_store, run_job
+        from app.workers import job_store, run_job
+        from backend.isolation import Cleanup
 
         done = run_job(
             ws.pool,

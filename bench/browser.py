@@ -19,10 +19,16 @@ on 127.0.0.1 and opens it at 1600×1000, then measures in the page (performance.
   inside the group spans too; an error is a click after which the viewer does not show the
   candidate nearest the click within 10 s, or any component shows Gradio's error state.
 
+* ``jump``: group jumps (``]``/``[``) and keyframe jumps (``Shift+→``/``Shift+←``) until the new frame
+  decoded; ``far_click``: a timeline click between the first and last fifth of the clip until
+  the frame decoded; ``compare_step``: ``→`` in the Compare tab (a four-codec comparison of the
+  clip's first ``--compare-frames`` frames at its size) until all four panes decoded.
+
 Prints p50/p95 in ms and writes them, every sample, the machine's load average and the CPU time
 its hypervisor stole meanwhile (``cpu_steal_percent``: on a shared virtual machine the tails follow
-it) to OUT as JSON. Targets (issue 15): step p95 ≤ 50 ms, reselect p95 ≤ 300 ms, zero timeline
-click errors.
+it) to OUT as JSON. Targets (issues 15 and 27, quiet 2-core machine, 720p): step p95 ≤ 50 ms,
+reselect p95 ≤ 300 ms, jump p95 ≤ 150 ms, far click p95 ≤ 250 ms, compare step p95 ≤ 120 ms,
+zero timeline click errors.
 """
 
 from __future__ import annotations
@@ -47,22 +53,29 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 
-# Resolves with the ms from the key press (window capture listener) to the new frame decoded.
+# Resolves with the ms from the key or mouse press (a window capture listener) until every image
+# named by the selector list has a new src, loaded and decoded (the inspector's frame, or the
+# Compare tab's panes).
 STEP_JS = """
-() => new Promise((resolve) => {
-  const img = () => document.querySelector('#frame_img');
-  const before = img().getAttribute('src');
+([event, selectors]) => new Promise((resolve) => {
+  const imgs = () => selectors.map((s) => document.querySelector(s));
+  const before = imgs().map((i) => i && i.getAttribute('src'));
   let t0 = null;
-  window.addEventListener('keydown', () => { t0 = performance.now(); }, {capture: true, once: true});
+  window.addEventListener(event, () => { t0 = performance.now(); }, {capture: true, once: true});
   const check = () => {
-    const i = img();
-    if (t0 !== null && i && i.getAttribute('src') !== before && i.complete && i.naturalWidth > 0) {
-      i.decode().then(() => resolve(performance.now() - t0), () => resolve(performance.now() - t0));
+    const now = imgs();
+    const ready = now.every(
+      (i, k) => i && i.getAttribute('src') !== before[k] && i.complete && i.naturalWidth > 0);
+    if (t0 !== null && ready) {
+      const end = () => resolve(performance.now() - t0);
+      Promise.all(now.map((i) => i.decode())).then(end, end);
     } else if (t0 !== null && performance.now() - t0 > 10000) { resolve(-1); } else { setTimeout(check, 1); }
   };
   check();
 })
 """
+FRAME = ["#frame_img"]
+PANES = [f"#cmp_pane_{i} img" for i in range(4)]
 
 # Resolves with {total, parts}: parts are the ms until each sign of the new run first showed
 # (where the time goes: the server's answer, the plots drawn, the frame image fetched).
@@ -186,18 +199,49 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def measure_steps(page: Any, n: int) -> list[float]:
-    page.locator("#frame_slider input[type=range]").fill("0")
+def timed_press(page: Any, key: str, images: list[str] = FRAME) -> float:
+    """ms from pressing ``key`` until ``images`` show their new frames (-1 after 10 s)."""
+    page.evaluate(f"(a) => {{ window.__step = ({STEP_JS})(a); }}", ["keydown", images])  # armed
+    page.keyboard.press(key)
+    return float(page.evaluate("() => window.__step"))
+
+
+def measure_keys(page: Any, keys: list[str], n: int, images: list[str] = FRAME) -> list[float]:
+    """``n`` timed presses cycling through ``keys`` from the first frame (an unchanged image, at a
+    run's end, is skipped: a key that leads nowhere has nothing to time)."""
+    page.locator(
+        "#cmp_slider input[type=range]" if images is PANES else "#frame_slider input[type=range]"
+    ).fill("0")
     page.wait_for_timeout(500)
-    page.locator("#frame_info").click()  # focus the page, not a control
+    page.locator("#cmp_info_0" if images is PANES else "#frame_info").click()  # focus the page
     out = []
-    for _ in range(n):
-        page.evaluate(f"() => {{ window.__step = ({STEP_JS})(); }}")  # armed, not awaited
-        page.keyboard.press("ArrowRight")
-        ms = float(page.evaluate("() => window.__step"))
+    for i in range(n):
+        ms = timed_press(page, keys[i % len(keys)], images)
         if ms >= 0:
             out.append(ms)
         page.wait_for_timeout(40)  # a user's key repeat is ≥ 30 ms apart
+    return out
+
+
+def measure_steps(page: Any, n: int) -> list[float]:
+    return measure_keys(page, ["ArrowRight"], n)
+
+
+def measure_far_clicks(page: Any, total: int, n: int) -> list[float]:
+    """ms from a timeline click until the viewer shows the frame, clicks alternating between the
+    first and the last fifth of the clip (never the frame shown)."""
+    page.locator("#timeline").scroll_into_view_if_needed()
+    out = []
+    for i in range(n):
+        f = (0.1 + 0.02 * i if i % 2 == 0 else 0.9 - 0.02 * i) * (total - 1)
+        point = page.evaluate(CLICK_POINT_JS, [float(f), 0.5])
+        page.evaluate(f"(a) => {{ window.__step = ({STEP_JS})(a); }}", ["mousedown", FRAME])
+        page.mouse.click(point["x"], point["y"])
+        ms = float(page.evaluate("() => window.__step"))
+        if ms >= 0:
+            out.append(ms)
+        page.wait_for_timeout(200)
+    page.locator("#frame").scroll_into_view_if_needed()
     return out
 
 
@@ -257,6 +301,22 @@ def timeline_click_errors(page: Any, frames: np.ndarray, total: int, n: int = 50
     return errors
 
 
+def stored_comparison(ws: Any, video: Path, frames: int) -> None:
+    """Encode the first ``frames`` frames of ``video`` in the four codecs at its own size, select
+    each and store the comparison (the Compare tab opens the newest one)."""
+    from backend.compare import CompareConfig, compare
+    from backend.pipeline import SelectionOptions
+
+    out = ws.output_path("bench_compare")
+    compare(
+        video,
+        ws.store,
+        config=CompareConfig(max_frames=frames),
+        options=SelectionOptions(profile="clean"),
+        out_dir=out,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -266,6 +326,11 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--reselects", type=int, default=12)
     parser.add_argument("--zooms", type=int, default=8)
+    parser.add_argument("--jumps", type=int, default=24)
+    parser.add_argument("--far-clicks", type=int, default=12)
+    parser.add_argument(
+        "--compare-frames", type=int, default=48, help="frames of the four-codec comparison (0: none)"
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -280,6 +345,8 @@ def main() -> int:
             session_db=Path(tmp) / "s.duckdb", input_dirs=(video.parent,), output_dir=Path(tmp) / "w"
         )
         run_id = ensure_run(ws, video)
+        if args.compare_frames:
+            stored_comparison(ws, video, args.compare_frames)
         result = ws.result(run_id)
         demo = build_app(ws, run_id=run_id)
         port = free_port()
@@ -303,6 +370,22 @@ def main() -> int:
                 zooms = measure_zooms(page, args.zooms, rows)
                 print(f"zooms p50 {pct(zooms, 50):.1f} ms; reselects", flush=True)
                 reselects, parts = measure_reselects(page, args.reselects)
+                print(f"reselects p50 {pct(reselects, 50):.1f} ms; jumps", flush=True)
+                jumps = measure_keys(page, ["]", "]", "]", "[", "[", "["], args.jumps)
+                key_jumps = measure_keys(
+                    page,
+                    ["Shift+ArrowRight", "Shift+ArrowRight", "Shift+ArrowLeft", "Shift+ArrowLeft"],
+                    args.jumps,
+                )
+                far = measure_far_clicks(page, result.info.total_frames, args.far_clicks)
+                compare_steps: list[float] = []
+                if args.compare_frames:
+                    print(f"far clicks p50 {pct(far, 50):.1f} ms; compare steps", flush=True)
+                    page.get_by_role("tab", name="Compare codecs").click()
+                    page.wait_for_selector(f"{PANES[-1]}", timeout=120_000)
+                    compare_steps = measure_keys(
+                        page, ["ArrowRight"], min(args.steps, args.compare_frames - 1), PANES
+                    )
                 browser.close()
         finally:
             demo.close(verbose=False)
@@ -320,13 +403,34 @@ def main() -> int:
         "reselect_p95_ms": pct(reselects, 95),
         "zoom_p50_ms": pct(zooms, 50),
         "zoom_p95_ms": pct(zooms, 95),
+        # Jumps: group (] and [) and keyframe (Shift+→/←) jumps together; each kind beside.
+        "jump_p50_ms": pct(jumps + key_jumps, 50),
+        "jump_p95_ms": pct(jumps + key_jumps, 95),
+        "group_jump_p95_ms": pct(jumps, 95),
+        "keyframe_jump_p95_ms": pct(key_jumps, 95),
+        "far_click_p50_ms": pct(far, 50),
+        "far_click_p95_ms": pct(far, 95),
+        "compare_step_p50_ms": pct(compare_steps, 50),
+        "compare_step_p95_ms": pct(compare_steps, 95),
         "timeline_click_errors": len(clicks),
         "timeline_click_error_details": clicks,
         "reselect_parts_p50_ms": {k: pct([p[k] for p in parts if k in p], 50) for k in (parts or [{}])[0]},
-        "samples": {"step": len(steps), "reselect": len(reselects), "zoom": len(zooms), "clicks": 50},
+        "samples": {
+            "step": len(steps),
+            "reselect": len(reselects),
+            "zoom": len(zooms),
+            "jump": len(jumps) + len(key_jumps),
+            "far_click": len(far),
+            "compare_step": len(compare_steps),
+            "clicks": 50,
+        },
         # Every measurement in order, to see where the slow ones fall.
         "step_ms": [round(v, 1) for v in steps],
         "reselect_ms": [round(v, 1) for v in reselects],
+        "group_jump_ms": [round(v, 1) for v in jumps],
+        "keyframe_jump_ms": [round(v, 1) for v in key_jumps],
+        "far_click_ms": [round(v, 1) for v in far],
+        "compare_step_ms": [round(v, 1) for v in compare_steps],
         "reselect_parts_ms": [{k: round(v, 1) for k, v in p.items()} for p in parts],
         "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())],
         "cpu_steal_percent": steal_percent(cpu_before, cpu_times()),
@@ -336,7 +440,7 @@ def main() -> int:
         f"{report['candidates']} candidates"
     )
     print(f"{'measure':22s} {'p50 ms':>8s} {'p95 ms':>8s} {'n':>4s}")
-    for name in ("step", "reselect", "zoom"):
+    for name in ("step", "reselect", "zoom", "jump", "far_click", "compare_step"):
         n = report["samples"][name]
         print(f"{name:22s} {report[name + '_p50_ms']:8.1f} {report[name + '_p95_ms']:8.1f} {n:4d}")
     print(f"{'timeline click errors':22s} {len(clicks):8d} of 50  {clicks}")

@@ -82,7 +82,8 @@ def decode_frame_native(
     seek_secs: float | None = None,
     thread_count: int = 0,
 ) -> np.ndarray:
-    """One frame at the size the stream stores it, (H, W, 3) uint8 RGB.
+    """One frame at the size the stream stores it, (H, W, 3) uint8 RGB (the ``bt601`` conversion of
+    :func:`iter_frames_rgb`, so the viewer's source frame is the export's).
 
     With ``pts_secs`` (the frame's presentation time, stream clock) and ``seek_secs`` (a keyframe
     at or before it), the decoder seeks to the keyframe and stops at the frame whose time matches
@@ -105,7 +106,7 @@ def decode_frame_native(
                 if frame.time is None:
                     break
                 if abs(frame.time - pts_secs) <= tolerance:
-                    return frame.to_ndarray(format="rgb24")
+                    return _frame_rgb(frame, "bt601")
                 if frame.time > pts_secs + tolerance:
                     break
     with av.open(str(path), metadata_errors="ignore") as container:
@@ -114,7 +115,7 @@ def decode_frame_native(
         stream.codec_context.thread_count = int(thread_count)
         for index, frame in enumerate(container.decode(stream)):
             if index == frame_index:
-                return frame.to_ndarray(format="rgb24")
+                return _frame_rgb(frame, "bt601")
     raise ValueError(f"the stream ends before frame {frame_index}")
 
 

@@ -20,26 +20,26 @@ from backend.compare import (
     StoredComparison,
     cell_area_px,
     heatmap_normaliser,
-    kept_mask_at,
-    kept_mask_into,
     signal_family,
 )
 from backend.pipeline import RunResult
-from backend.selectors import picture_of
-from views.figure_style import SERIES, apply_style, series_colour
+from backend.render.heatmap import video_block_max
+from backend.selectors import spec_of
+from backend.selectors.onevision import letterbox_offsets
+from views.compare_difference import (  # noqa: F401 — the tab and tests read them here
+    A_ONLY_RGB,
+    B_ONLY_RGB,
+    BOTH_RGB,
+    difference_masks,
+    draw_difference,
+)
+from views.compare_style import VARIANT_COLOURS, legend_rows_layout, pair_style
+from views.figure_style import apply_style
 from views.inspector import navigation
 from views.inspector.frame_layers import COLORMAPS, LayerOptions, prepare_frame_layers
+from views.inspector.readout import heat_unit
+from views.wording import share
 
-A_ONLY_RGB = (0, 160, 255)
-"""Blocks kept by the reference pane (A) only."""
-B_ONLY_RGB = (255, 0, 200)
-"""Blocks kept by this pane (B) only."""
-BOTH_RGB = (40, 200, 60)
-"""Blocks kept by both (outlined only, in the selector comparison)."""
-DIFF_ALPHA = 0.45
-DIFF_BORDER_PX = 2
-VARIANT_COLOURS = SERIES[:4]
-"""Colours of the compared variants (Okabe–Ito, views.figure_style); pairs take the next ones."""
 CURSOR_NAME = "cursor"
 MAX_PANES = 4
 
@@ -49,7 +49,7 @@ class PaneView:
     """One rendered pane: the frame with its layers and the fields of its caption."""
 
     image: np.ndarray
-    """(H, W, 3) uint8 RGB at the processed size."""
+    """(H, W, 3) uint8 RGB at the processed size, cropped to the picture (:func:`picture_pixels`)."""
     info: dict[str, Any]
     """``prepare_frame_layers`` info plus ``label``, ``requested_frame_index``, ``exact`` and,
     in difference mode, ``a_only``, ``b_only``, ``both`` (block counts) and ``reference_label``."""
@@ -149,85 +149,21 @@ def prepare_heatmap_runs(results: Sequence[RunResult], scale: str) -> tuple[RunR
     return tuple(out)
 
 
-def heatmap_range(results: Sequence[RunResult], index: int, scale: str) -> str:
-    """What the top of the colour bar means for pane ``index`` under ``scale``."""
+def heatmap_range(results: Sequence[RunResult], index: int, scale: str, heat: str = "cell") -> str:
+    """What the top of the colour bar means for pane ``index`` under ``scale`` and ``heat`` (the
+    ``all`` scale is always cells), with its unit (``views.inspector.readout.heat_unit``: per
+    pixel on the ``all`` scale, per cell on ``video``)."""
+    if heat == "block" and scale != "all":
+        top = "this frame's" if scale == "frame" else f"{video_block_max(results[index]):.4g} = the run's"
+        return f"1 = {top} highest block score" if scale == "frame" else f"{top} highest block score"
     if scale == "frame":
         return "1 = frame p99"
     norm = heatmap_normaliser(results, mode=scale)
     top = math.expm1(norm.log_max[index])
     r = results[index]
-    unit = (
-        "bits/px"
-        if scale == "all" and r.decoded.grid_key.endswith("bit_cost")
-        else ("per px" if scale == "all" else r.decoded.grid_key)
-    )
+    unit = heat_unit(r, per_px=scale == "all")
     where = f"all {signal_family(r)} runs" if scale == "all" else "video"
     return f"1 = {top:.4g} {unit} ({where} max, log)"
-
-
-def difference_masks(a: RunResult, b: RunResult, frame_index: int) -> dict[str, np.ndarray]:
-    """Blocks of a frame in A's canvases only, in B's only and in both, on B's block grid.
-
-    When the runs' grids differ (selectors size canvases differently, onevision letterboxes), A's
-    kept blocks of the picture are mapped onto B's picture by area
-    (``backend.compare.selectors.kept_mask_into``: kept where at least half covered; none on B's bars).
-
-    Returns
-    -------
-    dict ``a_only``, ``b_only``, ``both`` → (block_rows, block_cols) bool (anchors count whole).
-    """
-    mb = kept_mask_at(b, frame_index)
-    same = tuple(a.geometry.block_grid_hw) == tuple(b.geometry.block_grid_hw) and picture_of(
-        a.options, a.geometry
-    ) == picture_of(b.options, b.geometry)
-    ma = kept_mask_at(a, frame_index) if same else kept_mask_into(a, frame_index, b)
-    if ma.shape != mb.shape:
-        raise ValueError(f"Invalid pair: block grids differ ({ma.shape} vs {mb.shape}).")
-    return {"a_only": ma & ~mb, "b_only": mb & ~ma, "both": ma & mb}
-
-
-def draw_difference(
-    image: np.ndarray, masks: dict[str, np.ndarray], block_px: int, *, show_both: bool = False
-) -> np.ndarray:
-    """Tint and outline A-only blocks in :data:`A_ONLY_RGB` and B-only blocks in :data:`B_ONLY_RGB`
-    (``show_both``: also outline blocks both kept in :data:`BOTH_RGB`).
-
-    Parameters
-    ----------
-    image : (H, W, 3) uint8 RGB; not modified.
-    masks : from :func:`difference_masks`.
-    block_px : block side in pixels (patch × block size).
-
-    Returns
-    -------
-    (H, W, 3) uint8 RGB copy with the difference drawn in.
-    """
-    out = np.array(image, copy=True)
-    bh, bw = masks["a_only"].shape
-    h, w = bh * block_px, bw * block_px
-    for key, rgb in (("a_only", A_ONLY_RGB), ("b_only", B_ONLY_RGB)):
-        mask = masks[key]
-        if not mask.any():
-            continue
-        # Blend only inside the blocks: a block-grid mask stretched to pixels.
-        pixels = np.repeat(np.repeat(mask, block_px, axis=0), block_px, axis=1)
-        region = out[:h, :w]
-        tint = np.empty_like(region)
-        tint[:] = rgb
-        blended = cv2.addWeighted(tint, DIFF_ALPHA, region, 1.0 - DIFF_ALPHA, 0.0)
-        region[pixels] = blended[pixels]
-        _outline(out, mask, block_px, rgb)
-    if show_both:
-        _outline(out, masks["both"], block_px, BOTH_RGB)
-    return out
-
-
-def _outline(out: np.ndarray, mask: np.ndarray, block_px: int, rgb: tuple[int, int, int]) -> None:
-    k = DIFF_BORDER_PX
-    for r, c in np.argwhere(mask).tolist():
-        y0, x0 = r * block_px, c * block_px
-        box = out[y0 : y0 + block_px, x0 : x0 + block_px]
-        box[:k], box[-k:], box[:, :k], box[:, -k:] = rgb, rgb, rgb, rgb
 
 
 def prepare_pane(
@@ -250,8 +186,8 @@ def prepare_pane(
 
     Returns
     -------
-    PaneView with the (H, W, 3) uint8 image at the processed size, its info dict and a one-line
-    caption.
+    PaneView with the (H, W, 3) uint8 image at the processed size (a letterboxed run's picture
+    only, :func:`picture_pixels`), its info dict and a one-line caption.
     """
     if not 0 <= index < len(results):
         raise ValueError(f"Invalid pane ({index}). Supported values are 0 to {len(results) - 1}.")
@@ -265,10 +201,10 @@ def prepare_pane(
     label = labels[index] if labels is not None else f"run {index}"
     row = navigation.row_for_frame(result, float(frame_index))
     source = result
-    if opts.heatmap and scale == "all":
+    if opts.heatmap and scale == "all":  # one scale over runs: their raw cell signals
         runs = heatmap_runs if heatmap_runs is not None else prepare_heatmap_runs(results, "all")
         source = runs[index]
-        opts = dataclasses.replace(opts, scale="frame")
+        opts = dataclasses.replace(opts, scale="frame", heat="cell")
     elif opts.heatmap:
         opts = dataclasses.replace(opts, scale=scale)
     view = prepare_frame_layers(source, row, opts)
@@ -285,15 +221,32 @@ def prepare_pane(
         )
         info |= {k: int(m.sum()) for k, m in masks.items()}
         info["reference_label"] = labels[difference_with] if labels is not None else f"run {difference_with}"
+    # A letterboxed pane shows its picture only: the bars are no picture, and drawn they made the
+    # pane taller than the others and carried heatmap colour.
+    y0, y1, x0, x1 = picture_pixels(result)
+    if (y0, x0, y1, x1) != (0, 0, *image.shape[:2]):
+        image = np.ascontiguousarray(image[y0:y1, x0:x1])
     return PaneView(image=image, info=info, caption=pane_caption(info))
+
+
+def picture_pixels(result: RunResult) -> tuple[int, int, int, int]:
+    """``(y0, y1, x0, x1)``: the processed pixels that show the picture. A selector that adds bars
+    (onevision letterboxes the frame into a square, ``SelectorSpec.picture_box``) centres the
+    prepared frame in the processed one; every other run's picture is the whole frame."""
+    h, w = result.geometry.processed_hw
+    if spec_of(result.options).picture_box is None:
+        return 0, h, 0, w
+    top, left = letterbox_offsets(result.geometry)
+    hn, wn = result.geometry.prepared_hw
+    return top, min(h, top + hn), left, min(w, left + wn)
 
 
 def pane_caption(info: dict[str, Any]) -> str:
     """One line under a pane: label, frame, time, type, size, group, what was kept, difference."""
-    pts = "–" if info.get("pts_secs") is None else f"{info['pts_secs']:.3f} s"
+    when = "–" if info.get("time_secs") is None else f"{info['time_secs']:.3f} s"
     role = "anchor (whole frame)" if info.get("is_anchor") else f"{info.get('kept_blocks', 0)} kept blocks"
     text = (
-        f"{info['label']} · frame {info['frame_index']} · {pts} · {info.get('pict_type', '?')} · "
+        f"{info['label']} · frame {info['frame_index']} · {when} · {info.get('pict_type', '?')} · "
         f"{info.get('size_bytes')} bytes · group {info.get('group_index')} · {role}"
     )
     if not info.get("exact", True):
@@ -361,7 +314,7 @@ def prepare_metric_figure(
                     y=_clean(part[column]),
                     mode="lines",
                     name=name,
-                    line={"color": series_colour(len(VARIANT_COLOURS) + k)},
+                    line={"color": pair_style(k)[0], "dash": pair_style(k)[1]},
                     legendgroup=name,
                     showlegend=row == 1,
                     customdata=frames,
@@ -391,12 +344,13 @@ def prepare_metric_figure(
         )
     _add_cursor(fig, positions, cursor_frame_index)
     apply_style(fig)
-    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
-    fig.update_yaxes(range=[-1.02, 1.02], row=2, col=1)
+    fig.update_yaxes(range=[0, 1.02], title_text="Jaccard", row=1, col=1)
+    fig.update_yaxes(range=[-1.02, 1.02], title_text="Spearman ρ", row=2, col=1)
+    fig.update_yaxes(title_text="Y-PSNR (dB)", row=3, col=1)
     fig.update_xaxes(title_text="frame index", row=3, col=1)
     fig.update_layout(
         height=620,
-        margin={"l": 50, "r": 10, "t": 40, "b": 10},
+        margin={"l": 60, "r": 10, "t": 40, "b": 10},
         meta={"frames": [int(f) for f in positions]},
         hovermode="x",
     )
@@ -428,8 +382,15 @@ def _fmt(value: Any, digits: int = 3) -> Any:
     return value
 
 
+def _share(value: Any) -> Any:
+    """A share for a table: a fraction 0–1 (views.wording.SHARE_CONVENTION), – when unknown."""
+    number = float(value) if value is not None else math.nan
+    return share(number) if math.isfinite(number) else "–"
+
+
 def prepare_variant_table(stored: StoredComparison) -> tuple[list[str], list[list[Any]]]:
-    """(headers, rows): one row per variant with size, rate, selection and decode figures."""
+    """(headers, rows): one row per variant with size, rate, selection and decode figures; the
+    coverage columns are shares 0–1 (views.wording.SHARE_CONVENTION)."""
     headers = [
         "variant",
         "score",
@@ -438,8 +399,8 @@ def prepare_variant_table(stored: StoredComparison) -> tuple[list[str], list[lis
         "encode s",
         "canvases",
         "tokens/s",
-        "time covered %",
-        "blocks kept %",
+        "time covered (share of frames)",
+        "blocks kept (share)",
         "luma bias",
         "Y-PSNR dB",
         "reader bias",
@@ -458,8 +419,8 @@ def prepare_variant_table(stored: StoredComparison) -> tuple[list[str], list[lis
                 round(float(v["encode_secs"]), 2),
                 int(m["canvases"]),
                 _fmt(float(m["tokens_per_sec"]), 1),
-                _fmt(100 * float(m["time_covered_share"]), 1),
-                _fmt(100 * float(m["kept_block_share"]), 1),
+                _share(m["time_covered_share"]),
+                _share(m["kept_block_share"]),
                 _fmt(m["luma_bias_mean"]),
                 _fmt(m["psnr_y_db"], 2),
                 _fmt(m["reader_luma_bias_mean"]),
@@ -547,28 +508,39 @@ def prepare_selector_metric_figure(
 ) -> go.Figure:
     """Per-frame figures of a selector comparison, x = frame_index, with the panes' cursor.
 
-    Rows: kept-set Jaccard per pair; kept blocks per selector (on the comparison's block grid,
-    anchors counted whole). The cursor is the shape ``cursor`` and ``layout.meta.frames`` the
-    slider positions' frame indices, as in :func:`prepare_metric_figure`.
+    Rows: kept-set Jaccard per pair (y title ``Jaccard``; pairs in
+    :data:`views.compare_style.PAIR_STYLES`, their legend ``legend`` under the row); kept blocks
+    per selector (on the comparison's block grid, anchors counted whole; y title ``kept blocks``;
+    selectors in :data:`VARIANT_COLOURS`, their own legend ``legend2`` under the row). Entries
+    are labelled with their options, so the legends wrap; the figure grows by the lines they
+    take at the narrowest screen width. The cursor is the shape ``cursor`` and
+    ``layout.meta.frames`` the slider positions' frame indices, as in
+    :func:`prepare_metric_figure`.
     """
     labels = stored.labels
     fig = make_subplots(
         rows=2,
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.08,
-        subplot_titles=("Kept-set Jaccard (blocks in canvases)", "Kept blocks per frame"),
+        vertical_spacing=0.1,
+        subplot_titles=(
+            "Kept-set Jaccard per pair (blocks in canvases)",
+            "Kept blocks per frame, per selector",
+        ),
     )
     pf = stored.pair_frames
-    for (a, b), part in pf.groupby(["variant_a", "variant_b"], sort=True) if len(pf) else []:
+    for k, ((a, b), part) in enumerate(pf.groupby(["variant_a", "variant_b"], sort=True) if len(pf) else []):
         name = f"{labels[int(a)]} vs {labels[int(b)]}"
         frames = part["frame_index"].to_numpy()
+        colour, dash = pair_style(k)
         fig.add_trace(
             go.Scatter(
                 x=frames,
                 y=_clean(part["jaccard"]),
                 mode="lines",
                 name=name,
+                line={"color": colour, "dash": dash, "width": 2},
+                legend="legend",
                 customdata=frames,
                 hovertemplate=f"{name}<br>frame %{{x}}<br>Jaccard %{{y:.3f}}<extra></extra>",
             ),
@@ -586,7 +558,8 @@ def prepare_selector_metric_figure(
                 y=kept["kept"].to_numpy(),
                 mode="lines",
                 name=f"{label} kept",
-                line={"color": VARIANT_COLOURS[v % 4]},
+                line={"color": VARIANT_COLOURS[v % len(VARIANT_COLOURS)], "width": 2},
+                legend="legend2",
                 customdata=kept["frame_index"].to_numpy(),
                 hovertemplate=f"{label}<br>frame %{{x}}<br>%{{y}} blocks<extra></extra>",
             ),
@@ -594,30 +567,32 @@ def prepare_selector_metric_figure(
             col=1,
         )
     _add_cursor(fig, positions, cursor_frame_index)
-    fig.update_yaxes(range=[0, 1.02], row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    apply_style(fig, legend_below=False)
+    pair_names = [t.name for t in fig.data if t.yaxis == "y"]
+    layout, rows = legend_rows_layout(pair_names, [f"{label} kept" for label in labels])
+    fig.update_layout(layout)
+    fig.update_yaxes(range=[0, 1.02], title_text="Jaccard", domain=rows[0], row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", title_text="kept blocks", domain=rows[1], row=2, col=1)
     fig.update_xaxes(title_text="frame index", row=2, col=1)
-    fig.update_layout(
-        height=480,
-        margin={"l": 50, "r": 10, "t": 40, "b": 40},
-        legend={"orientation": "h", "y": -0.15},
-        meta={"frames": [int(f) for f in positions]},
-        hovermode="x",
-    )
+    # The row titles make_subplots placed over the rows, moved with them.
+    for note, (_, top) in zip(fig.layout.annotations, rows, strict=True):
+        note.update(y=top, yanchor="bottom")
+    fig.update_layout(meta={"frames": [int(f) for f in positions]}, hovermode="x")
     return fig
 
 
 def prepare_selector_table(stored: StoredComparison) -> tuple[list[str], list[list[Any]]]:
-    """(headers, rows): one row per compared selector with its tokens, canvases and coverage."""
+    """(headers, rows): one row per compared selector with its tokens, canvases and coverage
+    (shares 0–1, views.wording.SHARE_CONVENTION)."""
     headers = [
         "selector",
         "canvases",
         "tokens",
         "valid tokens",
         "kept blocks",
-        "time covered % (1 s bins)",
+        "time covered (share of 1 s bins)",
         "longest gap s",
-        "space covered %",
+        "space covered (share of blocks)",
         "run",
     ]
     cover = stored.coverage.set_index("variant_index") if len(stored.coverage) else None
@@ -633,9 +608,9 @@ def prepare_selector_table(stored: StoredComparison) -> tuple[list[str], list[li
                 int(c.get("tokens", 0)),
                 int(c.get("valid_tokens", 0)),
                 int(c.get("kept_blocks", 0)),
-                _fmt(100 * float(c.get("temporal_coverage", math.nan)), 1),
+                _share(c.get("temporal_coverage", math.nan)),
                 _fmt(float(c.get("longest_gap_secs", math.nan)), 2),
-                _fmt(100 * float(c.get("spatial_coverage", math.nan)), 1),
+                _share(c.get("spatial_coverage", math.nan)),
                 str(runs.get(i, "")),
             ]
         )

@@ -29,13 +29,16 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "run_id",
     "path",
 )
-"""What the table shows, in order; ``path`` last (the key a row click opens)."""
+"""What the table shows, in order; ``path`` last (the key a row click opens). The columns are the
+SQL filter's names and hold its values: ``temporal_coverage`` is a share 0–1
+(views.wording.SHARE_CONVENTION), as ``temporal_coverage < 0.2`` compares it."""
 HISTOGRAMS: tuple[tuple[str, str], ...] = (
     ("tokens", "valid tokens"),
-    ("temporal_coverage", "temporal coverage (share of frames)"),
+    ("temporal_coverage", "temporal_coverage (share, 0–1)"),
     ("seconds", "seconds per video"),
 )
-"""(column, axis title) of each histogram; ``tokens`` counts valid tokens (padding left out)."""
+"""(column, axis title) of each histogram; ``tokens`` counts valid tokens (padding left out),
+``temporal_coverage`` is the share of the video's frames with a valid token."""
 _HIST_COLUMN = {"tokens": "valid_tokens"}
 _BINS = 30
 _STYLE: dict[str, Any] = {"template": "plotly_white", "margin": {"l": 50, "r": 20, "t": 50, "b": 40}}

@@ -49,6 +49,6 @@ def prepare_export_figures(
             for g in export_groups(result, frames) if groups is None else groups:
                 fig = prepare_readiness_plot(result, g)
                 apply_style(fig, paper=True)
-                fig.update_layout(height=520)  # two rows of plot and a legend under them
+                fig.update_layout(height=640)  # three rows of plot and a legend under them
                 figures[f"readiness_g{g}{suffix}"] = fig
     return figures

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 from typing import Any
 
 import plotly.graph_objects as go
@@ -79,10 +81,70 @@ def _sizes(paper: bool) -> dict[str, int]:
     )
 
 
+SCREEN_HALF_WIDTH_PX = 600
+"""The narrowest a figure in one of two side-by-side columns is drawn on screen: a 1280 px wide
+window gives each column about 600 px. Titles of such figures are wrapped to fit it."""
+SCREEN_FULL_WIDTH_PX = 1200
+"""The narrowest a full-width figure is drawn on screen (a 1280 px window)."""
+TITLE_SIDE_PX = 0.05
+"""Plotly's white template starts a title at 5 % of the figure's width."""
+
 PAPER_WIDTH_PX = 700
 PAPER_HEIGHT_PX = 420
 PAPER_PNG_SCALE = 3
 """PNG figures are rendered at 3× their layout size (2100 px wide: 600 dpi at 3.5 in)."""
+
+
+@functools.cache
+def _font(size_px: int) -> Any:
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.truetype("DejaVuSans.ttf", size_px)
+    except OSError:  # no DejaVu on this machine: Pillow's own font, of similar width
+        return ImageFont.load_default(size=size_px)
+
+
+def text_width_px(text: str, *, size_px: int) -> float:
+    """Width of ``text`` (one line, tags such as ``<b>`` dropped) in DejaVu Sans at ``size_px``:
+    the font every figure names first (:data:`FONT_FAMILY`), so it measures what the browser draws."""
+    return float(_font(int(size_px)).getlength(re.sub(r"<[^>]+>", "", text)))
+
+
+def wrap_text(text: str, *, width_px: float, size_px: int) -> list[str]:
+    """``text`` broken at spaces into lines each at most ``width_px`` wide (a word longer than
+    that stays whole on its own line)."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and text_width_px(f"{lines[-1]} {word}", size_px=size_px) <= width_px:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def fitted_title(
+    text: str, *, figure_width_px: int = SCREEN_HALF_WIDTH_PX, size_px: int | None = None
+) -> dict[str, Any]:
+    """A layout ``title`` dict whose text fits a figure ``figure_width_px`` wide: wrapped onto as
+    many lines as it needs (plotly never wraps a title, it runs off the figure's edge), starting
+    where the template starts titles and ending 10 px short of the right edge.
+
+    ``size_px``: the title's font size (default: the screen title size). Give the figure
+    :func:`title_margin_px` of the dict as its top margin.
+    """
+    size = size_px or _sizes(False)["title"]
+    room = figure_width_px * (1 - TITLE_SIDE_PX) - 10
+    lines = wrap_text(text, width_px=room, size_px=size)
+    return {"text": "<br>".join(lines), "font": {"size": size}, "x": TITLE_SIDE_PX, "xanchor": "left"}
+
+
+def title_margin_px(title: dict[str, Any], *, base_px: int = 40) -> int:
+    """The top margin a :func:`fitted_title` needs: ``base_px`` for one line, one line's height
+    (1.3 × the font size) more for each further line."""
+    lines = str(title.get("text", "")).count("<br>") + 1
+    size = int(title.get("font", {}).get("size", _sizes(False)["title"]))
+    return base_px + math.ceil((lines - 1) * 1.3 * size)
 
 
 def series_colour(index: int) -> str:

@@ -12,7 +12,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend.luma import FitResult, LumaAnalysis, LumaReport
-from views.figure_style import COLOURS, SERIES, apply_style, ordinal
+from views.figure_style import (
+    COLOURS,
+    SCREEN_FULL_WIDTH_PX,
+    SCREEN_HALF_WIDTH_PX,
+    SERIES,
+    apply_style,
+    fitted_title,
+    ordinal,
+    title_margin_px,
+)
 
 PALETTE: tuple[str, ...] = SERIES
 REFERENCE_DASH = {"reference": "solid", "official": "dot"}
@@ -23,7 +32,16 @@ MAX_GAIN_POINTS = 6_000
 WebGL: headless and GPU-less browsers draw no WebGL points."""
 
 # One look for every luma figure (the tab shows them stacked), the shared style besides.
-_STYLE: dict[str, Any] = {"margin": {"l": 60, "r": 20, "t": 60, "b": 10}}
+_MARGIN: dict[str, int] = {"l": 60, "r": 20, "t": 60, "b": 10}
+
+
+def _titled(text: str, *, half: bool = True) -> dict[str, Any]:
+    """Layout title and margins of a luma figure: the title wrapped to fit the figure at its
+    narrowest on screen (``half``: one of two side by side, else the page's width), the top margin
+    grown by the extra lines."""
+    width = SCREEN_HALF_WIDTH_PX if half else SCREEN_FULL_WIDTH_PX
+    title = fitted_title(text, figure_width_px=width)
+    return {"title": title, "margin": _MARGIN | {"t": title_margin_px(title, base_px=_MARGIN["t"])}}
 
 
 def slot_colour(slot: int) -> str:
@@ -133,15 +151,15 @@ def prepare_bias_plot(analysis: LumaAnalysis) -> go.Figure:
     s = report.summary()
     apply_style(fig)
     fig.update_layout(
-        title=(
+        **_titled(
             f"bias(t) = meanY(test) − meanY({report.frames.reference_label}): "
             f"p95 all {_fmt(s['p95_all'], '.3f')}, steady {_fmt(s['p95_steady'], '.3f')}, "
-            f"jump 0→1 {_fmt(s['jump_0_1'])}"
+            f"jump 0→1 {_fmt(s['jump_0_1'])}",
+            half=False,
         ),
         xaxis_title="frame index",
         yaxis_title="bias (levels)",
         height=420,
-        **_STYLE,
     )
     return fig
 
@@ -191,7 +209,7 @@ def prepare_stacked_plot(report: LumaReport) -> go.Figure:
     unit = "chunk" if report.layout.geometry == "h3" else "GOP"
     apply_style(fig)
     fig.update_layout(
-        title=f"stacked {unit}s from the {first} on: bias by position r (and slot)",
+        **_titled(f"stacked {unit}s from the {first} on: bias by position r (and slot)"),
         xaxis={
             "title": f"in-{unit} position r / slot",
             "tickmode": "array",
@@ -200,7 +218,6 @@ def prepare_stacked_plot(report: LumaReport) -> go.Figure:
         },
         yaxis_title="bias (levels)",
         height=400,
-        **_STYLE,
     )
     return fig
 
@@ -299,11 +316,10 @@ def prepare_gain_scatter(report: LumaReport, *, max_points: int = MAX_GAIN_POINT
     shown = "" if stride == 1 else f" (every {ordinal(stride)} of {total} cells shown)"
     apply_style(fig)
     fig.update_layout(
-        title=f"gain per slot: {cell}×{cell} cells, d = test − ref vs x, fit d ≈ a + b·x{shown}",
+        **_titled(f"gain per slot: {cell}×{cell} cells, d = test − ref vs x, fit d ≈ a + b·x{shown}"),
         xaxis_title="test cell luma x (levels)",
         yaxis_title="d (levels)",
         height=420,
-        **_STYLE,
     )
     return fig
 
@@ -419,7 +435,7 @@ def prepare_fit_plot(result: FitResult) -> go.Figure:
     fig = go.Figure()
     ev = result.evaluation
     if ev is None:
-        fig.update_layout(title="no held-out analyses: choose some as the test set to see before/after")
+        fig.update_layout(**_titled("no held-out analyses: choose some as the test set to see before/after"))
         return fig
     groups = list(ev.group)
     for name, values, colour in (
@@ -431,13 +447,12 @@ def prepare_fit_plot(result: FitResult) -> go.Figure:
     apply_style(fig)
     fig.update_layout(
         barmode="group",
-        title=(
+        **_titled(
             f"held-out RMS per group: {result.model.coefficient_count} coefficients, "
             f"train {len(result.train)} / test {len(result.test)} clips"
         ),
         yaxis_title="RMS of cell luma difference (levels)",
         height=380,
-        **_STYLE,
     )
     return fig
 
@@ -478,7 +493,7 @@ def prepare_before_after_plot(before: LumaAnalysis, after: LumaAnalysis) -> go.F
     b, a = before.report.summary(), after.report.summary()
     apply_style(fig)
     fig.update_layout(
-        title=(
+        **_titled(
             f"bias(t) before → after correction: "
             f"p95 all {_fmt(b['p95_all'], '.3f')} → {_fmt(a['p95_all'], '.3f')}, "
             f"mean |bias| {_fmt(b['mean_abs_bias'], '.3f')} → {_fmt(a['mean_abs_bias'], '.3f')}"
@@ -486,7 +501,6 @@ def prepare_before_after_plot(before: LumaAnalysis, after: LumaAnalysis) -> go.F
         xaxis_title="frame index",
         yaxis_title="bias (levels)",
         height=380,
-        **_STYLE,
     )
     return fig
 
@@ -513,9 +527,8 @@ def prepare_before_after_slots(before: LumaAnalysis, after: LumaAnalysis) -> go.
     apply_style(fig)
     fig.update_layout(
         barmode="group",
-        title="steady-state mean bias per slot before → after (error bars: std over frames)",
+        **_titled("steady-state mean bias per slot before → after (error bars: std over frames)"),
         yaxis_title="mean bias (levels)",
         height=360,
-        **_STYLE,
     )
     return fig

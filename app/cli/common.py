@@ -48,7 +48,16 @@ def fail_with(
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the project's one-line errors instead of its usage block."""
+    """argparse with the project's one-line errors instead of its usage block, and no abbreviated
+    flags: ``--heat`` must never be read as ``--heatmap-scale``.
+
+    ``add_subparsers`` makes its sub-parsers of the parent's class, so every sub-command (and
+    their own sub-commands) refuses abbreviations too.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         sys.exit(fail(f"{message} (see {self.prog} --help)"))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli.common import add_selection_options, add_store_options, fail_with, given_options
+from app.cli.common import Parser, add_selection_options, add_store_options, fail_with, given_options
 
 _DESCRIPTION = """\
 Encode VIDEO in H.264, HEVC, VP9 and AV1 with matched settings (same GOP, same B-frame structure
@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m app.cli.compare compare ...`` (app.cli wires the same parser)."""
-    parser = argparse.ArgumentParser(prog="codec-lens")
+    parser = Parser(prog="codec-lens")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)
     return run(parser.parse_args(argv))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli.common import EXIT_OK, add_store_options, fail_with
+from app.cli.common import EXIT_OK, Parser, add_store_options, fail_with
 
 PLOTS = ("timeline", "readiness")  # views.export_figures.PLOTS (not imported: start-up stays light)
 MAX_COMPARE = 3
@@ -22,6 +22,10 @@ statistics for YUView; timeline and readiness figures. Every export writes <clip
 sidecar with the run config, versions, frame range and the sha256 of inputs and outputs.
 
 Layers: heatmap, kept, lost, grid (block grid), patch_grid, codec_grid, anchor, bad.
+The view settings are the Inspect tab's, with its defaults: --layers kept,anchor,bad, --heat block
+(the ranked 2x2-block score; cell: the signal per codec cell), --heatmap-scale frame, --colormap
+turbo, --opacity 0.5, and --crop for its zoom; the frames are drawn by the viewer's renderer, so
+the same settings give the viewer's pixels. The sidecar records them under "view".
 The clip is the video's own resolution by default (its frames decoded again, overlays drawn at
 that size); --scale N or --width W change it, --size processed uses the run's processed frames.
 Every figure follows --frames. Files go wherever --out says."""
@@ -43,6 +47,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     # Names are checked by the backend (not argparse choices), so a bad one is one line listing them.
     p.add_argument("--layers", default="kept,anchor,bad", help="comma-separated (default kept,anchor,bad)")
+    p.add_argument(
+        "--heat",
+        default="block",
+        help="what the heatmap layer shows: block (the ranked 2x2-block score, default) or cell "
+        "(the signal per codec cell)",
+    )
+    p.add_argument(
+        "--crop",
+        metavar="X,Y,W,H",
+        help="the viewer's zoom: x, y, width, height in processed-frame pixels, cut out of each frame "
+        "after drawing at the clip's size (default: the whole frame)",
+    )
     p.add_argument("--format", help="mp4, webm, gif, png or none (default: from --out, else mp4)")
     p.add_argument("--opacity", type=float, default=0.5, help="heatmap opacity (default 0.5)")
     p.add_argument("--colormap", default="turbo", help="turbo, viridis, magma, jet or inferno")
@@ -109,6 +125,18 @@ def _size_options(args: argparse.Namespace) -> tuple[float, str]:
         ) from None
 
 
+def _crop(text: str | None) -> tuple[float, ...] | None:
+    """``X,Y,W,H`` → four floats (checked by ExportConfig); None or empty: no crop."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"Invalid crop ({text!r}). Supported values are X,Y,W,H in processed-frame pixels."
+        ) from None
+
+
 def _export(args: argparse.Namespace) -> dict[str, Any]:
     from backend.config import parse_names
     from backend.export import ExportConfig, load_export_run, parse_frame_range, write_export
@@ -122,6 +150,7 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
     plots = parse_names(args.plots, PLOTS, what="plot")
     size_factor, heatmap_scale = _size_options(args)
     frames = parse_frame_range(args.frames)
+    crop = _crop(args.crop)
     config = ExportConfig(
         out_path=args.out,
         allowed_roots=None,  # the user's own shell: write where told (the app keeps its sandbox)
@@ -131,6 +160,8 @@ def _export(args: argparse.Namespace) -> dict[str, Any]:
         size_factor=size_factor,
         width_px=args.width,
         layers=tuple(args.layers.split(",")),
+        heat=args.heat,
+        crop=crop,
         opacity=args.opacity,
         colormap=args.colormap,
         scale=heatmap_scale,
@@ -179,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="codec-lens")
+    parser = Parser(prog="codec-lens")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)
     return run(parser.parse_args(["export", *(argv or sys.argv[1:])]))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli.common import EXIT_OK, add_store_options, fail_with
+from app.cli.common import EXIT_OK, Parser, add_store_options, fail_with
 
 _DESCRIPTION = """\
 Import a codec-video-prep output directory (meta.json, frame_ids.npy, src_patch_position.npy,
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m app.cli.importer import ...`` (app.cli wires the same parser)."""
-    parser = argparse.ArgumentParser(prog="codec-lens")
+    parser = Parser(prog="codec-lens")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)
     return run(parser.parse_args(argv))

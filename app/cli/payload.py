@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.cli.common import EXIT_OK, fail_with
+from app.cli.common import EXIT_OK, Parser, fail_with
 
 _DESCRIPTION = """\
 Read a codec-lens (or codec-video-prep) output folder -- meta.json, src_patch_position.npy, the
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Stand-alone entry: ``python -m app.cli.payload payload ...`` (app.cli wires the same parser)."""
-    parser = argparse.ArgumentParser(prog="codec-lens")
+    parser = Parser(prog="codec-lens")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)
     return run(parser.parse_args(argv))

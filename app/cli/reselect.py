@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
                 total = store.session_total_frames(parent.session_id)
                 changes = preset_values(args.preset, changes, total_frames=total)
             run_id, result, how = reselect(store, args.run_id, changes, selector=selector)
+        if how == "reused":
+            print(f"reselect: run {run_id} was made with these options already; reopened it", file=sys.stderr)
         if args.out is not None:
             write_output(result, args.out)
     except (CodecLensError, ValueError) as exc:

@@ -32,15 +32,19 @@ def _run_dict(r: Any) -> dict[str, Any]:
 
 
 def _list(store: Any, as_json: bool) -> None:
+    from backend.runs.labels import change_labels
+
     rows = store.list_runs()
+    changed = change_labels(rows)
     if as_json:
-        print(json.dumps([_run_dict(r) for r in rows], default=str))
+        print(json.dumps([_run_dict(r) | {"change": changed[r.run_id]} for r in rows], default=str))
         return
     for r in rows:
         warned = plural(len(r.warnings), "warning")
+        origin = f", from {r.parent_run_id}: {changed[r.run_id]}" if r.parent_run_id else ""
         print(
             f"{r.run_id}  {r.status:7s} {r.selector:9s} {r.profile:6s} {r.created_at:%Y-%m-%d %H:%M:%S}  "
-            f"{r.video_path}  ({warned}" + (f", from {r.parent_run_id})" if r.parent_run_id else ")")
+            f"{r.video_path}  ({warned}{origin})"
         )
 
 

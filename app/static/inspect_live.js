@@ -29,8 +29,10 @@ async (run, row, layers, opacity, colormap, scale, heat, ...values) => {
   const L = window.__lens;
   if (!got.error && out.length && L && L.params && L.render) {
     // The frame first: it loads while Gradio applies the rest (SRC_JS then finds it shown).
+    L.openRun(out[1]);
     L.params = Object.assign({}, L.params, {run: out[1]});
     L.render();
+    L.fetchInfo();  // with the frame (L.swapIn), not once Gradio has applied the answer
   }
   if (out.length) {
     // The Run tab's option controls (hidden behind their tab) follow once the frame shows.
@@ -44,7 +46,9 @@ async (run, row, layers, opacity, colormap, scale, heat, ...values) => {
       box.dispatchEvent(new Event('input', {bubbles: true}));
     };
     const later = () => setTimeout(apply, 150);
-    if (img && !img.complete) img.addEventListener('load', later, {once: true}); else later();
+    if (L && L.swap) L.swap.after.push(later);
+    else if (img && !img.complete) img.addEventListener('load', later, {once: true});
+    else later();
   }
   if (got.error) {
     const box = document.querySelector('#live_error textarea, #live_error input');

@@ -11,6 +11,10 @@
   // As Gradio's plot component draws a figure (its label shown).
   layout.autosize = true;
   layout.margin = Object.assign({}, layout.margin || {}, {autoexpand: true});
+  // A height of its own, always: with responsive autosize and no layout height, Plotly sizes its
+  // container to 100 % of the plot's div, whose height is its content's, so every second react
+  // on the same div collapsed the plot to 0 px (the readiness trace vanished, issue 27).
+  if (!layout.height) layout.height = __HEIGHT__;
   if (layout.title && (layout.title.text || typeof layout.title === 'string')) {
     layout.margin.t = Math.max(100, layout.margin.t || 0);
   }

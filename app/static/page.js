@@ -36,13 +36,41 @@
     const c = document.querySelector('#native_toggle input');
     return !c || c.checked;
   };
+  const runOf = (src) => new URLSearchParams((src || '').split('?')[1] || '').get('run');
+  // A frame of another run than the one on screen (a live re-selection, the A/B flip to another
+  // run) is shown together with its info line: it is loaded off screen and swapped in once its
+  // info has arrived too, so the line never names the other run's kept blocks under the new frame
+  // (issue 27: the old run's line stayed ~3 s). Steps within one run set the src at once.
+  L.swapIn = (im, url) => {
+    if (L.swap && L.swap.url === url) return;
+    const swap = (L.swap = {url: url, loaded: false, info: undefined, key: L.infoKey(), after: []});
+    const done = () => {
+      if (L.swap !== swap || !swap.loaded || swap.info === undefined) return;
+      L.swap = null;
+      const el = document.querySelector('#frame_info_text');
+      const target = img();
+      if (target) target.setAttribute('src', url);
+      if (el && swap.info !== null) el.innerHTML = swap.info;
+      swap.after.forEach((f) => f());
+    };
+    swap.done = done;
+    const pre = new Image();
+    pre.onload = pre.onerror = () => { swap.loaded = true; done(); };
+    pre.src = url;
+    // Not held for ever: a lost info answer shows the frame alone.
+    setTimeout(() => { if (swap.info === undefined) { swap.info = null; done(); } }, 5000);
+  };
   L.render = () => {
     const im = img();
     if (!im || !L.params) return;
     const nat = L.wantNative();
     L.native = nat;
     const url = L.urlFor(L.shown(), nat);
-    if (im.getAttribute('src') !== url) im.setAttribute('src', url);
+    const src = im.getAttribute('src');
+    if (src !== url) {
+      if (src && runOf(src) !== runOf(url)) L.swapIn(im, url);
+      else { L.swap = null; im.setAttribute('src', url); }
+    } else if (L.swap) L.swap = null;
     const tag = document.querySelector('#frame_mode');
     const side = L.flipped ? 'B · ' : (L.b ? 'A · ' : '');
     const zoomed = L.z > 1.01 ? ' · ×' + L.z.toFixed(1) : '';
@@ -139,7 +167,7 @@
   };
   // The info line of the frame shown: A's candidate, or, flipped to another run, B's candidate
   // nearest A's frame (the row the frame route picks for f=).
-  L.fetchInfo = () => {
+  L.infoParams = () => {
     const p = {run: L.params.run, row: L.params.row};
     if (L.flipped && L.b && L.b.run !== L.params.run) {
       const fr = L.bFrames || [], f = L.frameIndex();
@@ -147,18 +175,34 @@
       fr.forEach((x, i) => { if (Math.abs(x - f) < Math.abs(fr[best] - f)) best = i; });
       Object.assign(p, {run: L.b.run, row: String(best)});
     }
+    return p;
+  };
+  L.infoKey = () => (L.params ? q(L.infoParams()) : '');
+  L.fetchInfo = () => {
+    const key = L.infoKey();
     const seq = (L.infoSeq = (L.infoSeq || 0) + 1);
-    fetch('lens/info?' + q(p))
+    fetch('lens/info?' + key)
       .then((r) => (r.ok ? r.text() : null))
+      .catch(() => null)
       .then((t) => {
+        if (seq !== L.infoSeq) return;
+        const swap = L.swap;
+        // The frame this line belongs to is still loading: they show together (L.swapIn).
+        if (swap && swap.key === key) { swap.info = t; swap.done(); return; }
         const el = document.querySelector('#frame_info_text');
-        if (t !== null && el && seq === L.infoSeq) el.innerHTML = t;
-      })
-      .catch(() => {});
+        if (t !== null && el) el.innerHTML = t;
+      });
+  };
+  // Another run opened (a stored run, a new run, a live re-selection): the viewer shows it, as
+  // side A. B stays set, so `b` compares the new run with it; left flipped, the frame and the info
+  // line stayed B's under the new run's header (issue 27).
+  L.openRun = (run) => {
+    if (L.params && L.params.run !== run) L.flipped = false;
   };
   // Called by the slider's change (SRC_JS) and the controls: show row `row` with these layers.
   L.show = (row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
     if (!run) return;
+    L.openRun(run);
     if (framesJson !== L.framesJson) {
       L.framesJson = framesJson;
       try { L.frames = JSON.parse(framesJson || '[]'); } catch (err) { L.frames = []; }
@@ -191,7 +235,31 @@
         });
         if (Object.keys(upd).length) window.Plotly.relayout(gd, upd);
       }
+      L.markViewed(f);
     }, 250);
+  };
+  // The readiness trace marks the viewed candidate (shape "viewed", drawn by the server when the
+  // group's plot is made): moved here while the viewer steps inside that group.
+  L.markViewed = (f) => {
+    const gd = document.querySelector('#readiness_plot .js-plotly-plot');
+    const meta = gd && gd.layout && gd.layout.meta;
+    if (!window.Plotly || !meta || !meta.group_rows || !gd.layout.shapes) return;
+    const [start, end] = meta.group_rows;
+    if (L.row < start || L.row >= end || meta.viewed_row === L.row) return;
+    const i = gd.layout.shapes.findIndex((s) => s.name === 'viewed');
+    if (i < 0) return;
+    meta.viewed_row = L.row;
+    window.Plotly.relayout(gd, {
+      [`shapes[${i}].x0`]: L.row + 1, [`shapes[${i}].x1`]: L.row + 1,
+      [`shapes[${i}].label.text`]: `viewed: candidate ${L.row} (frame ${f})`,
+    });
+  };
+  // The zoomed view as a processed-pixel box [x, y, w, h] (null when not zoomed), for "Export this view".
+  L.viewCrop = () => {
+    const st = stage(), im = img();
+    if (!st || !im || L.z <= 1.01 || !im.dataset.pw) return null;
+    const pw = Number(im.dataset.pw), ph = Number(im.dataset.ph), w = st.clientWidth, h = st.clientHeight;
+    return [-L.tx / (w * L.z) * pw, -L.ty / (h * L.z) * ph, pw / L.z, ph / L.z];
   };
   L.play = () => {
     const btn = document.querySelector('#play_btn');

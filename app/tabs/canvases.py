@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from app.static import press_if_shown_js
-from app.tabs.common import ui_error
+from app.tabs.common import reported, ui_error
 from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
@@ -190,8 +190,9 @@ def sparse_video(
     """The sparse video's path, written under the output folder the first time it is asked for
     (encoded in a worker process: app.jobs.sparse_video)."""
     from app import jobs
-    from app.workers import Cleanup, job_store, run_job
+    from app.workers import job_store, run_job
     from backend.cvp_format import IMPORT_KEY
+    from backend.isolation import Cleanup
 
     ws = views.ws
     views.current(run_id)  # a run that cannot open says so here
@@ -239,8 +240,11 @@ def _wire_follow(
     """The tab follows ``run_id``: on every change without ``tab``, else when ``tab`` is opened on
     another run or viewer frame than ``drawn_key`` (``run:frame`` drawn last) or the run changes
     while it is open."""
+    # A run that cannot be drawn says why in the header (outputs[0]), the rest left as it was.
     if tab is None:
-        run_id.change(lambda rid: refresh(views, rid), run_id, outputs, api_name=False)
+        run_id.change(
+            reported(lambda rid: refresh(views, rid), outputs, outputs[0]), run_id, outputs, api_name=False
+        )
         run_id.change(lambda rid: canvas_prompt(views, rid), run_id, prompt, api_name=False)
     else:
         # The prompt is drawn with the rest only while the tab is open: a re-selection in the
@@ -250,11 +254,12 @@ def _wire_follow(
         # Opening the tab draws it; a run that arrives while it is open redraws it (the page
         # presses a hidden button then, and only then).
         follow_btn = gr.Button("follow", elem_id="canvas_follow")
+        followed = [*outputs, prompt, drawn]
         for event in (tab.select, follow_btn.click):
             event(
-                lambda rid, row, d: follow(views, rid, row, d),
+                reported(lambda rid, row, d: follow(views, rid, row, d), followed, outputs[0]),
                 [run_id, row_input, drawn],
-                [*outputs, prompt, drawn],
+                followed,
                 api_name=False,
             )
         run_id.change(
@@ -336,8 +341,10 @@ def build_canvas_tab(ws: Workspace, run_id: gr.Textbox, tab: Any = None, viewer_
     def show(rid: str, frame: Any, dim_value: float) -> tuple[Any, str, Any]:
         return show_frame(views, rid, frame, dim_value)
 
-    frame_pick.change(show, [run_id, frame_pick, dim], [recon, recon_info, coverage], api_name=False)
-    dim.release(show, [run_id, frame_pick, dim], [recon, recon_info, coverage], api_name=False)
+    # A frame that cannot be rebuilt says why under the reconstruction (recon_info).
+    rebuilt = [recon, recon_info, coverage]
+    frame_pick.change(reported(show, rebuilt, recon_info), [run_id, frame_pick, dim], rebuilt, api_name=False)
+    dim.release(reported(show, rebuilt, recon_info), [run_id, frame_pick, dim], rebuilt, api_name=False)
 
     # Gradio injects the progress tracker through this default.
     def play_video(

@@ -15,7 +15,7 @@ import gradio as gr
 import numpy as np
 
 from app.static import load_js, step_js
-from app.tabs.common import ui_error
+from app.tabs.common import reported, ui_error
 from app.tabs.compare_layout import (
     DEFAULT_SELECTORS,
     KEY_BUTTONS,
@@ -25,8 +25,9 @@ from app.tabs.compare_layout import (
     PaneControls,
     build_layout,
 )
-from app.workers import Cleanup, job_store, run_job, session_of
+from app.workers import job_store, run_job, session_of
 from backend.errors import CodecLensError
+from backend.isolation import Cleanup
 from views import compare as cv
 
 if TYPE_CHECKING:
@@ -88,9 +89,15 @@ class Comparisons:
 def _layers(layers: Sequence[str] | None, opacity: float, colormap: str, scale: str) -> Any:
     from backend.render import layer_options
 
-    # "all" (one scale across the compared runs) is applied to the maps before drawing.
+    # Every pane shows the ranked block score, as the Inspect viewer does; "all" (one scale across
+    # the compared runs) rescales the raw cell signals before drawing, so it shows cells.
+    shared = scale == "all"
     return layer_options(
-        layers or [], opacity=opacity, colormap=colormap, scale="frame" if scale == "all" else scale
+        layers or [],
+        opacity=opacity,
+        colormap=colormap,
+        scale="frame" if shared else scale,
+        heat="cell" if shared else "block",
     )
 
 
@@ -142,7 +149,8 @@ def legend(opened: Comparisons, cid: str, layers: Sequence[str] | None, cmap: st
         return gr.update(visible=False)
     o = get(opened, cid)
     high = "; ".join(
-        f"{label}: {cv.heatmap_range(o.results, i, scale)}" for i, label in enumerate(o.stored.labels)
+        f"{label}: {cv.heatmap_range(o.results, i, scale, heat='block')}"
+        for i, label in enumerate(o.stored.labels)
     )
     return gr.update(value=cv.prepare_legend(cmap, "0", "1"), label=f"Heatmap scale — {high}", visible=True)
 
@@ -200,6 +208,56 @@ def jump(opened: Comparisons, cid: str, frame: str, pos: float) -> int:
         raise gr.Error(f"Invalid frame ({frame!r}). Supported values are frame numbers.") from exc
 
 
+def codec_steps(codecs: Sequence[str]) -> dict[str, str]:
+    """The progress label of a codec comparison's running step, by the step that reported last
+    ('' before any: backend.compare reports a step when it ends)."""
+    names = ", ".join(codecs)
+    n = len(codecs)
+    steps = {
+        "": f"encoding {names} and a lossless reference (one decode pass)",
+        "encode": f"selecting on the {codecs[0]} encode (1 of {n})" if n else "comparing what they keep",
+    }
+    for k, codec in enumerate(codecs):
+        steps[f"select {codec}"] = (
+            f"selecting on the {codecs[k + 1]} encode ({k + 2} of {n})"
+            if k + 1 < n
+            else "comparing what the encodes keep"
+        )
+    return steps | {
+        "select": "measuring each encode's luma against the reference",
+        "luma": "storing the comparison",
+        "store": "opening the comparison",
+    }
+
+
+def selector_steps(labels: Sequence[str]) -> dict[str, str]:
+    """The progress label of a selector comparison's running step, by the step that reported last
+    ('' before any; ``select <label>`` after each selector's run)."""
+    steps = {"": f"selecting with {labels[0]} (1 of {len(labels)})"}
+    for k, label in enumerate(labels):
+        following = labels[k + 1] if k + 1 < len(labels) else None
+        steps[f"select {label}"] = (
+            f"selecting with {following} ({k + 2} of {len(labels)})"
+            if following is not None
+            else "comparing the selections and storing them"
+        )
+    steps["store"] = "opening the comparison"
+    return steps
+
+
+def _labelled(on_progress: Any, steps: dict[str, str]) -> Any:
+    """``on_progress(label, fraction)`` from the backend's ``(finished step, fraction)``, called
+    once at the start so that the first step is named while it runs."""
+    if on_progress is None:
+        return None
+
+    def report(finished: str, fraction: float) -> None:
+        on_progress(steps.get(finished, finished), fraction)
+
+    report("", 0.0)
+    return report
+
+
 def run_new(
     ws: Workspace,
     path: str,
@@ -238,6 +296,7 @@ def run_new(
         # Named here, so that the encodes folder of a crashed comparison is known.
         comparison_id = uuid.uuid4().hex[:12]
         folder = default_output_dir(ws.store, comparison_id)
+        report = _labelled(on_progress, codec_steps(config.codecs))
         done = run_job(
             ws.pool,
             jobs.compare_codecs,
@@ -256,7 +315,7 @@ def run_new(
                     comparison_id, source_path=str(source), config=config.as_dict(), error=reason
                 ),
             ),
-            on_progress=on_progress,
+            on_progress=report,
         )
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc) from exc
@@ -266,6 +325,17 @@ def run_new(
     )
     new_id = done["comparison_id"]
     return gr.update(choices=choices(ws), value=new_id), new_id, nonce(), status
+
+
+def entries_wording(fix: Sequence[tuple[str, str]]) -> str:
+    """A backend error's fix worded for the selector form: its Profile control, the rest as
+    options in cvp's entry (``set Profile to clean and give cvp [score=residual] in Selectors``)."""
+    profile = [value for name, value in fix if name == "profile"]
+    others = ", ".join(f"{name}={value}" for name, value in fix if name != "profile")
+    parts = ([f"set Profile to {profile[0]}"] if profile else []) + (
+        [f"give cvp [{others}] in Selectors"] if others else []
+    )
+    return " and ".join(parts)
 
 
 def nonce() -> str:
@@ -295,8 +365,10 @@ def run_selectors(
     try:
         source = ws.input_path(str(path or ""))
         text = str(entries or "").strip() or DEFAULT_SELECTORS
-        parse_entries(text, shared={"profile": profile})  # refuse bad entries before any work
+        # Refuse bad entries before any work.
+        labels = [e.label for e in parse_entries(text, shared={"profile": profile})]
         comparison_id = uuid.uuid4().hex[:12]
+        report = _labelled(on_progress, selector_steps(labels))
         done = run_job(
             ws.pool,
             jobs.compare_selectors,
@@ -313,10 +385,10 @@ def run_selectors(
                     comparison_id, source_path=str(source), config={"kind": "selectors"}, error=reason
                 ),
             ),
-            on_progress=on_progress,
+            on_progress=report,
         )
     except (CodecLensError, ValueError) as exc:
-        raise ui_error(exc) from exc
+        raise ui_error(exc, wording=entries_wording) from exc
     status = (
         f"Selector comparison `{done['comparison_id']}`: {done['entries']} selectors on {source.name} in "
         f"{done['total_secs']:.1f} s."
@@ -383,7 +455,13 @@ def _wire_tab(ws: Workspace, opened: Comparisons, tab: CompareTab) -> None:
         js=load_js("compare_recall"),
         api_name=False,
     )
-    loaded.change(on_load, {cid, *view.components}, tab.load_outputs, api_name=False)
+    # A comparison that cannot open says why in the settings line, leaving the panes as they were.
+    loaded.change(
+        reported(on_load, tab.load_outputs, tab.settings_md),
+        {cid, *view.components},
+        tab.load_outputs,
+        api_name=False,
+    )
 
 
 def _wire_steps(
@@ -419,12 +497,19 @@ def _wire_run_new(ws: Workspace, form: NewForm, outputs: list[Any]) -> None:
             {name: f[name] for name in NUMBER_FIELDS},
             f["speed"],
             f["fallback"],
-            on_progress=lambda stage, fraction: progress(fraction, desc=stage),
+            on_progress=lambda label, fraction: progress(fraction, desc=label),
             session=session_of(request),
         )
 
-    # The worker pool bounds the work, per session and in all.
-    form.run_btn.click(on_run, set(form.fields.values()), outputs, api_name=False, concurrency_limit=None)
+    # The worker pool bounds the work, per session and in all. A refused input's reason stays
+    # in the form's status line; nothing else is marked (common.reported).
+    form.run_btn.click(
+        reported(on_run, outputs, form.status),
+        set(form.fields.values()),
+        outputs,
+        api_name=False,
+        concurrency_limit=None,
+    )
 
 
 def _wire_run_selectors(ws: Workspace, form: NewForm, outputs: list[Any]) -> None:
@@ -441,8 +526,14 @@ def _wire_run_selectors(ws: Workspace, form: NewForm, outputs: list[Any]) -> Non
             f["path"],
             f["entries"],
             f["profile"],
-            on_progress=lambda stage, fraction: progress(fraction, desc=stage),
+            on_progress=lambda label, fraction: progress(fraction, desc=label),
             session=session_of(request),
         )
 
-    form.run_btn.click(on_run, set(form.fields.values()), outputs, api_name=False, concurrency_limit=None)
+    form.run_btn.click(
+        reported(on_run, outputs, form.status),
+        set(form.fields.values()),
+        outputs,
+        api_name=False,
+        concurrency_limit=None,
+    )

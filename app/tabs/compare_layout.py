@@ -34,7 +34,11 @@ STEP_LABELS = {
 # Hidden, not invisible: Gradio leaves visible=False components out of the page, and the
 # key handler must be able to click them. The app's CSS hides the row too; this keeps the tab
 # self-contained when mounted elsewhere.
-CSS = "#compare_hidden { display: none !important; }"
+CSS = (
+    "#compare_hidden { display: none !important; }"
+    # Wrapped table headers break between words, never inside one ("canvas|es").
+    " #cmp_variants th *, #cmp_pairs th * { word-break: keep-all; overflow-wrap: normal; }"
+)
 
 DEFAULT_SELECTORS = "cvp,llava-ov2,uniform"
 
@@ -280,9 +284,10 @@ def build_layout(existing: list[tuple[str, str]]) -> CompareTab:
             for a, label in STEP_LABELS.items()
         }
     plot = gr.Plot(elem_id="cmp_metrics", label="Per-frame metrics (click a frame to jump)")
-    with gr.Row():
-        variants_table = gr.Dataframe(label="Variants", interactive=False, elem_id="cmp_variants")
-        pairs_table = gr.Dataframe(label="Pairs", interactive=False, elem_id="cmp_pairs")
+    # One table per row: side by side, the variants' 13 columns got half the width and showed
+    # half of them, the rest behind a scroll bar. wrap lets a long header or label take two lines.
+    variants_table = gr.Dataframe(label="Variants", interactive=False, wrap=True, elem_id="cmp_variants")
+    pairs_table = gr.Dataframe(label="Pairs", interactive=False, wrap=True, elem_id="cmp_pairs")
     with gr.Row(elem_id="compare_hidden"):
         cid = gr.Textbox(value=pick.value or "", elem_id="cmp_id", label="comparison id")
         key_buttons = {a: gr.Button(a, elem_id=elem) for a, elem in KEY_BUTTONS.items()}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 import pandas as pd
 
-from app.tabs.common import ui_error
+from app.tabs.common import reported, ui_error
 from backend.errors import CodecLensError, InputError
 from backend.store import SUMMARY_NAMES, filter_summary, read_summary_parquet
 from views import dataset as dv
@@ -87,6 +87,21 @@ def show(
     label = value if kind == PARQUET else f"dataset {value}"
     status = dv.prepare_status(rows, shown=len(shown), source=label, where=(where or "").strip())
     return status, dv.prepare_table(shown), dv.prepare_histograms(shown), dv.prepare_failures(shown)
+
+
+def open_and_show(
+    ws: Workspace, source_of: Any, given: Any, where: str, sort: str | None, descending: bool
+) -> tuple[Any, ...]:
+    """Open a batch (``source_of(ws, given)``: :func:`open_parquet` or :func:`open_dataset`) and show
+    it: its source id, then :func:`show`'s status line, table, histograms and failures."""
+    source = source_of(ws, given)
+    return (source, *show(ws, source, where, sort, descending))
+
+
+def cleared_views() -> tuple[pd.DataFrame, None, pd.DataFrame]:
+    """An empty table, no histograms and no failures: what a refused filter or batch leaves, so
+    that no result of an earlier condition is taken for this one's."""
+    return pd.DataFrame(columns=list(dv.TABLE_COLUMNS)), None, pd.DataFrame(columns=["path", "error"])
 
 
 def _stored_options(folder: Path) -> Any:
@@ -185,20 +200,32 @@ def build_dataset_tab(ws: Workspace, run_id: gr.Textbox, tabs: gr.Tabs) -> Datas
     )
 
     outputs = [status, table, hist, failures]
-    filters = [source, where, sort, descending]
+    filters = [where, sort, descending]
+    # A refused batch or filter: its reason in the status line (one toast), the views cleared
+    # rather than left showing the last accepted result (common.reported).
+    cleared = dict(zip([table, hist, failures], cleared_views(), strict=True))
 
     def render(src: str, w: str, s: str | None, d: bool) -> tuple[Any, ...]:
         return show(ws, src, w, s, d)
 
-    open_path.click(lambda t: open_parquet(ws, t), path, source, api_name=False).success(
-        render, filters, outputs, api_name=False
-    )
-    open_pick.click(lambda i: open_dataset(ws, i), pick, source, api_name=False).success(
-        render, filters, outputs, api_name=False
-    )
+    def open_typed(text: str, w: str, s: str | None, d: bool) -> tuple[Any, ...]:
+        return open_and_show(ws, open_parquet, text, w, s, d)
+
+    def open_stored(dataset_id: str | None, w: str, s: str | None, d: bool) -> tuple[Any, ...]:
+        return open_and_show(ws, open_dataset, dataset_id, w, s, d)
+
+    for button, box, fn in ((open_path, path, open_typed), (open_pick, pick, open_stored)):
+        button.click(
+            reported(fn, [source, *outputs], status, on_error=cleared),
+            [box, *filters],
+            [source, *outputs],
+            api_name=False,
+        )
     refresh.click(lambda: stored_choices(ws), None, pick, api_name=False)
     for trigger in (apply.click, where.submit, sort.input, descending.input):
-        trigger(render, filters, outputs, api_name=False)
+        trigger(
+            reported(render, outputs, status, on_error=cleared), [source, *filters], outputs, api_name=False
+        )
 
     def on_select(src: str, evt: gr.SelectData) -> tuple[str, Any, str]:
         values = list(evt.row_value or [])
@@ -207,5 +234,11 @@ def build_dataset_tab(ws: Workspace, run_id: gr.Textbox, tabs: gr.Tabs) -> Datas
         rid, message = open_video(ws, src, str(values[dv.TABLE_COLUMNS.index("path")]))
         return rid, gr.Tabs(selected="inspect"), message
 
-    table.select(on_select, source, [run_id, tabs, opened], api_name=False, concurrency_limit=None)
+    table.select(
+        reported(on_select, [run_id, tabs, opened], opened),
+        source,
+        [run_id, tabs, opened],
+        api_name=False,
+        concurrency_limit=None,
+    )
     return DatasetTab(source=source, table=table, status=status)

@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from app.tabs.common import ui_error
-from app.workers import Cleanup, job_store, run_job, session_of
+from app.workers import job_store, run_job, session_of
 from backend.errors import CodecLensError
+from backend.isolation import Cleanup
 
 if TYPE_CHECKING:
+    from app.tabs.inspect.routes import ViewSettings
     from app.workspace import Workspace
+    from backend.render import LayerOptions
 
 EXPORT_FOLDER = "exports"
 """Sub-folder of the workspace's output root that the panel writes into."""
@@ -64,24 +67,30 @@ def _stem(run_id: str, frames: tuple[int, int | None] | None) -> str:
     return f"{run_id}_{span}_{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def export_clip(
-    ws: Workspace,
-    run_id: str,
-    form: ClipForm,
-    *,
-    on_progress: Callable[[float], None] | None = None,
-    session: str = "",
-) -> list[str]:
-    """Write an export of ``run_id`` as ``form`` says under ``<output root>/exports/`` (in a worker);
-    the file paths.
+@dataclass(frozen=True, kw_only=True)
+class ViewExport:
+    """What "Export this view" exports: the run the viewer shows, drawn exactly as it is drawn."""
 
-    Raises the backend's errors (OutputError for paths, ValueError for names and ranges).
-    """
-    from app import jobs
+    run_id: str
+    """The run on screen: A's, or B's when the A/B flip shows B."""
+    view: ViewSettings | LayerOptions
+    """The viewer's settings (layers, heatmap mode, scale, colormap, opacity)."""
+    frames: tuple[int, int | None] | None
+    """(start, stop) frame_index range, stop exclusive; None: every candidate."""
+    crop: Sequence[float] | None = None
+    """The viewer's zoom: (x, y, width, height) in the run's processed-frame pixels; None: whole."""
+    side: str = "A"
+    """``A`` or ``B``: which side of the A/B flip was on screen (recorded in the sidecar)."""
+
+
+def _config(
+    ws: Workspace, run_id: str, form: ClipForm, frames: tuple[int, int | None] | None, **view: Any
+) -> tuple[Any, Path, str]:
+    """(ExportConfig, clip path, file stem) of an export of ``run_id`` under ``<output root>/exports/``:
+    the form's format, size and extras, ``view`` (ExportConfig's view fields) over its defaults."""
     from backend.export import ExportConfig
 
     fmt, extras = form.fmt, form.extras or []
-    frames = _range(form.start, form.stop)
     name = _stem(run_id, frames) + ("" if fmt == "png" else f".{fmt}")
     out = ws.output_path(Path(EXPORT_FOLDER) / name)
     config = ExportConfig(
@@ -92,11 +101,76 @@ def export_clip(
         size=form.size,
         size_factor=1.0 if form.size_factor in (None, "") else float(form.size_factor),
         width_px=None if form.width_px in (None, "", 0) else int(form.width_px),
-        layers=tuple(form.layers or []),
         tables=EXTRAS[0] in extras,
         yuview=EXTRAS[1] in extras,
+        **({"layers": tuple(form.layers or [])} | view),
     )
-    stem = name if fmt == "png" else name.rsplit(".", 1)[0]
+    return config, out, name if fmt == "png" else name.rsplit(".", 1)[0]
+
+
+def export_clip(
+    ws: Workspace,
+    run_id: str,
+    form: ClipForm,
+    *,
+    on_progress: Callable[[float], None] | None = None,
+    session: str = "",
+) -> list[str]:
+    """Write an export of ``run_id`` as ``form`` says under ``<output root>/exports/`` (in a worker);
+    the file paths. The heatmap mode, scale, colormap and opacity are the viewer's defaults.
+
+    Raises the backend's errors (OutputError for paths, ValueError for names and ranges).
+    """
+    config, out, stem = _config(ws, run_id, form, _range(form.start, form.stop))
+    return _write(ws, run_id, config, (out, stem), on_progress=on_progress, session=session)
+
+
+def export_view(
+    ws: Workspace,
+    request: ViewExport,
+    form: ClipForm,
+    *,
+    on_progress: Callable[[float], None] | None = None,
+    session: str = "",
+) -> list[str]:
+    """Export the viewer's view: ``request.run_id`` over ``request.frames`` drawn with exactly
+    ``request.view``'s settings, cut to ``request.crop``, in the form's format and size (its layer
+    and range boxes are not used); the sidecar records the settings and the side. The file paths.
+
+    Raises the backend's errors (OutputError for paths, ValueError for names, ranges, a crop).
+    """
+    from backend.render import layer_names
+
+    opts = request.view.options() if hasattr(request.view, "options") else request.view
+    config, out, stem = _config(
+        ws,
+        request.run_id,
+        form,
+        request.frames,
+        layers=layer_names(opts),
+        heat=opts.heat,
+        scale=opts.scale,
+        colormap=opts.colormap,
+        opacity=float(opts.opacity),
+        crop=None if request.crop is None else tuple(request.crop),
+        side=request.side,
+    )
+    return _write(ws, request.run_id, config, (out, stem), on_progress=on_progress, session=session)
+
+
+def _write(
+    ws: Workspace,
+    run_id: str,
+    config: Any,
+    where: tuple[Path, str],
+    *,
+    on_progress: Callable[[float], None] | None,
+    session: str,
+) -> list[str]:
+    """Run the export job of ``config`` in a worker; ``where``: (clip path, file stem) for the clean-up."""
+    from app import jobs
+
+    out, stem = where
     # A worker rebuilds the run from the store; here, the run as the app shows it is at hand.
     shown = ws.result(run_id) if ws.pool is None or _is_imported(ws, run_id) else None
     files = run_job(
@@ -223,6 +297,86 @@ def viewed_frame_index(ws: Workspace, run_id: str, row: float | None) -> Any:
     return int(result.candidates.frame_indices[int(row or 0)])
 
 
+VIEW_SCOPES = ("the viewed frame", "the From/To range")
+"""What "Export this view" exports: the frame on screen, or the panel's frame_index range."""
+VIEW_STATE_JS = """() => {
+  const L = window.__lens || {};
+  const state = L.params && L.shown ? {params: L.shown(), frame_index: L.frameIndex(),
+    side: L.flipped && L.b ? 'B' : 'A', crop: L.viewCrop ? L.viewCrop() : null} : null;
+  return state ? JSON.stringify(state) : '';
+}"""
+"""Gradio ``js=`` of "Export this view": the viewer's state as JSON (app/static/page.js keeps it in
+``window.__lens``; no DOM call): the shown side's frame parameters (``L.shown()``: run, layers,
+opacity, colormap, scale, heat), A's frame_index, the side, and the zoom crop in processed pixels
+where the page provides ``L.viewCrop()``."""
+
+
+def view_request(
+    ws: Workspace, state: str, scope: str, start: float | None = None, stop: float | None = None
+) -> ViewExport:
+    """The :class:`ViewExport` of the page's view state (:data:`VIEW_STATE_JS`'s JSON): the shown
+    run and settings, and the frame on screen (B's candidate nearest A's frame when flipped to
+    B) or, for the range scope, the panel's From/To boxes.
+
+    Raises
+    ------
+    ValueError : no view is shown, or a scope outside :data:`VIEW_SCOPES`.
+    """
+    import json
+
+    from app.tabs.inspect.routes import ViewSettings
+    from views.inspector.navigation import row_for_frame
+
+    if scope not in VIEW_SCOPES:
+        raise ValueError(f"Invalid scope ({scope!r}). Supported values are {', '.join(VIEW_SCOPES)}.")
+    try:
+        data = json.loads(state) if state else None
+    except json.JSONDecodeError:
+        data = None
+    params = data.get("params") if isinstance(data, dict) else None
+    if not isinstance(params, dict) or not params.get("run"):
+        raise ValueError("Invalid view (none is shown). Supported values are a frame open in the viewer.")
+    run_id = str(params["run"])
+    view = ViewSettings(
+        params.get("l") or "",
+        float(params.get("o", 0.5)),
+        str(params.get("c") or "turbo"),
+        str(params.get("s") or "frame"),
+        str(params.get("h") or "block"),
+    )
+    if scope == VIEW_SCOPES[0]:
+        result = ws.result(run_id)
+        fid = int(result.candidates.frame_indices[row_for_frame(result, data.get("frame_index"))])
+        frames: tuple[int, int | None] | None = (fid, fid + 1)
+    else:
+        frames = _range(start, stop)
+    side = "B" if data.get("side") == "B" else "A"
+    return ViewExport(run_id=run_id, view=view, frames=frames, crop=data.get("crop"), side=side)
+
+
+def export_view_files(
+    ws: Workspace,
+    state: str,
+    scope: str,
+    form: ClipForm,
+    *,
+    on_progress: Callable[[float], None] | None = None,
+    session: str = "",
+) -> list[str]:
+    """The "Export this view" button: :func:`export_view` of the page's view state, errors as
+    one-line ``gr.Error``."""
+    try:
+        return export_view(
+            ws,
+            view_request(ws, state, scope, form.start, form.stop),
+            form,
+            on_progress=on_progress,
+            session=session,
+        )
+    except (CodecLensError, ValueError, OSError) as exc:
+        raise ui_error(exc, single_line=True) from exc
+
+
 def _size_controls() -> tuple[gr.Radio, gr.Number, gr.Number]:
     """The clip size: its base (source or processed), a scale, or a width."""
     size = gr.Radio(
@@ -241,6 +395,56 @@ def _size_controls() -> tuple[gr.Radio, gr.Number, gr.Number]:
         elem_id="export_width",
     )
     return size, scale, width
+
+
+def _view_controls(*, visible: bool) -> tuple[gr.Radio, gr.Button, gr.Textbox]:
+    """The "Export this view" row: what to export (:data:`VIEW_SCOPES`), its button and the hidden
+    box the page's view state arrives in."""
+    with gr.Row(visible=visible):
+        view_scope = gr.Radio(
+            list(VIEW_SCOPES),
+            value=VIEW_SCOPES[0],
+            label="Export this view: the viewer's layers, heatmap, zoom, A/B side (format, size above)",
+            elem_id="export_view_scope",
+        )
+        view_btn = gr.Button("Export this view", elem_id="export_view_btn")
+        view_state = gr.Textbox("", visible=False, elem_id="export_view_state")
+    return view_scope, view_btn, view_state
+
+
+def _wire_view_export(
+    ws: Workspace,
+    controls: tuple[gr.Radio, gr.Button, gr.Textbox],
+    view_fields: dict[str, Any],
+    files: gr.File,
+) -> None:
+    """The "Export this view" button: the page fills the hidden box with the viewer's state (a
+    page-side function, :data:`VIEW_STATE_JS`), then the export reads it with the form
+    (``view_fields``: ClipForm field → control, the layers excepted)."""
+    view_scope, view_btn, view_state = controls
+
+    def do_view_export(
+        request: gr.Request,
+        values: dict[Any, Any],
+        progress: Any = gr.Progress(),  # noqa: B008
+    ) -> list[str]:
+        form = ClipForm(layers=None, **{name: values[control] for name, control in view_fields.items()})
+        return export_view_files(
+            ws,
+            values[view_state],
+            values[view_scope],
+            form,
+            on_progress=lambda fraction: progress(fraction, desc="encoding"),
+            session=session_of(request),
+        )
+
+    view_btn.click(None, None, view_state, js=VIEW_STATE_JS, api_name=False).then(
+        do_view_export,
+        {view_scope, view_state, *view_fields.values()},
+        files,
+        api_name=False,
+        concurrency_limit=None,
+    )
 
 
 def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slider | None = None) -> None:
@@ -282,6 +486,7 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
                 "Start at the viewed frame", elem_id="export_here", visible=frame_slider is not None
             )
             button = gr.Button("Export", variant="primary", elem_id="export_btn")
+        view_controls = _view_controls(visible=frame_slider is not None)
         files = gr.File(
             label="Exported files", file_count="multiple", interactive=False, elem_id="export_files"
         )
@@ -318,6 +523,8 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
     # The worker pool bounds the work, per session and in all.
     clip_inputs = {run_id, *form_fields.values()}
     button.click(do_export, clip_inputs, files, api_name=False, concurrency_limit=None)
+
+    _wire_view_export(ws, view_controls, {n: c for n, c in form_fields.items() if n != "layers"}, files)
     figure_inputs = [run_id, figure, figure_fmt, start, stop]
     figure_inputs += [frame_slider] if frame_slider is not None else []
     figure_btn.click(

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from app.tabs.common import ui_error
-from app.workers import Cleanup, job_store, run_job, session_of
+from app.tabs.common import reported, ui_error
+from app.workers import job_store, run_job, session_of
 from backend.errors import CodecLensError
+from backend.isolation import Cleanup
 
 if TYPE_CHECKING:
     from app.workspace import Workspace
@@ -100,7 +101,7 @@ def build_import_panel(ws: Workspace, run_id: gr.Textbox) -> None:
     # The worker pool bounds the work, per session and in all.
     # A new attempt clears the last verdict first; the error shows in the status alone.
     button.click(None, None, status, js="() => ''", api_name=False).then(
-        do_import,
+        reported(do_import, [run_id, status], status),
         [cvp_dir, video],
         [run_id, status],
         api_name=False,

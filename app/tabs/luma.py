@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from app.tabs.common import ui_error
-from app.workers import Cleanup, job_store, run_job, session_of
+from app.tabs.common import reported, ui_error
+from app.workers import job_store, run_job, session_of
 from app.workspace import UPLOADS_DIR, store_upload
 from backend.errors import CodecLensError
+from backend.isolation import Cleanup
 from views import luma as luma_view
 
 if TYPE_CHECKING:
@@ -95,8 +96,8 @@ def analyze(
     trunc: bool,
     session: str = "",
 ) -> list[Any]:
-    """Analyse (in a worker) and store a test video against its reference; the views and refreshed
-    pickers."""
+    """Analyse (in a worker) and store a test video against its reference; the views, the refreshed
+    pickers and the status line."""
     from app import jobs
 
     try:
@@ -118,26 +119,29 @@ def analyze(
             session=session,
             subject=test_path.name,
         )
-        return [*views_of(ws, analysis_id), *refreshed(ws, analysis_id)]
+        status = f"Analysed **{test_path.name}** against **{ref_path.name}**: analysis `{analysis_id}`."
+        return [*views_of(ws, analysis_id), *refreshed(ws, analysis_id), status]
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc, single_line=True) from exc
 
 
-def upload(ws: Workspace, file: Any) -> Any:
-    """The stored copy's path for a path box (unchanged without a file)."""
+def upload(ws: Workspace, file: Any) -> tuple[Any, Any]:
+    """The stored copy's path for a path box and the status line (both unchanged without a file)."""
     if file is None:
-        return gr.update()
+        return gr.update(), gr.update()
     try:
-        return str(store_upload(ws, file))
+        stored = store_upload(ws, file)
     except CodecLensError as exc:
         raise ui_error(exc, single_line=True) from exc
+    return str(stored), f"Uploaded **{stored.name}**."
 
 
 def reopen(ws: Workspace, stored_id: str | None) -> list[Any]:
+    """The views of stored analysis ``stored_id`` and the status line."""
     if not stored_id:
         raise gr.Error("Choose a stored analysis to reopen.")
     try:
-        return views_of(ws, stored_id)
+        return [*views_of(ws, stored_id), f"Reopened analysis `{stored_id}`."]
     except (CodecLensError, ValueError) as exc:
         raise ui_error(exc, single_line=True) from exc
 
@@ -257,6 +261,8 @@ def build_luma_tab(ws: Workspace) -> None:
         )
         truncate = gr.Checkbox(value=False, label="Truncate to the shorter input", elem_id="luma_truncate")
         analyze_btn = gr.Button("Analyze", variant="primary", elem_id="luma_analyze")
+    # The analysis section's status line: what the last Analyze, Reopen or upload did, or why not.
+    status = gr.Markdown("", elem_id="luma_status")
     outputs = _build_analysis_views()
     with gr.Row():
         stored = gr.Dropdown(
@@ -277,28 +283,49 @@ def build_luma_tab(ws: Workspace) -> None:
     def on_apply(request: gr.Request, fit_id, analysis_id, lossless_rgb) -> list[Any]:
         return apply(ws, fit_id, analysis_id, lossless_rgb, session_of(request))
 
+    # A refused input's reason stays in its section's status line (the first output of Fit and
+    # Apply), shown once as a toast; no other output is touched (common.reported).
+    analyzed = [*outputs, *choice_boxes, status]
     # The worker pool bounds the work of these three, per session and in all.
     analyze_btn.click(
-        on_analyze,
+        reported(on_analyze, analyzed, status),
         [*boxes, geometry, offset, truncate],
-        [*outputs, *choice_boxes],
+        analyzed,
         api_name=False,
         concurrency_limit=None,
     )
     for button, box in zip(uploads, boxes, strict=True):
-        button.upload(lambda file: upload(ws, file), button, box, api_name=False)
-    open_btn.click(lambda stored_id: reopen(ws, stored_id), stored, outputs, api_name=False)
+        button.upload(
+            reported(lambda file: upload(ws, file), [box, status], status),
+            button,
+            [box, status],
+            api_name=False,
+        )
+    open_btn.click(
+        reported(lambda stored_id: reopen(ws, stored_id), [*outputs, status], status),
+        stored,
+        [*outputs, status],
+        api_name=False,
+    )
     refresh_btn.click(
         lambda selected, fit_selected: refresh_lists(ws, selected, fit_selected),
         [stored, fit_pick],
         [*choice_boxes, fit_pick],
         api_name=False,
     )
-    fit_btn.click(on_fit, [train, held_out], [*fit_outputs, fit_pick], api_name=False, concurrency_limit=None)
+    fitted = [*fit_outputs, fit_pick]
+    fit_btn.click(
+        reported(on_fit, fitted, fit_outputs[0]),
+        [train, held_out],
+        fitted,
+        api_name=False,
+        concurrency_limit=None,
+    )
+    applied = [*apply_outputs, *choice_boxes]
     apply_btn.click(
-        on_apply,
+        reported(on_apply, applied, apply_outputs[0]),
         [fit_pick, apply_pick, lossless],
-        [*apply_outputs, *choice_boxes],
+        applied,
         api_name=False,
         concurrency_limit=None,
     )

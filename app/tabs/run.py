@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from app.tabs.common import ui_error
+from app.tabs.common import controls_wording, option_labels, reported, ui_error
 from app.tabs.option_form import (
     OptionControl,
     OptionLayout,
@@ -20,9 +20,10 @@ from app.tabs.option_form import (
     selection_options,
 )
 from app.tabs.sessions import SessionsPanel, build_sessions_panel, save_view
-from app.workers import Cleanup, job_store, run_job, session_of
+from app.workers import job_store, run_job, session_of
 from app.workspace import store_upload, upload_name
 from backend.errors import CodecLensError
+from backend.isolation import Cleanup
 from views.wording import plural
 
 if TYPE_CHECKING:
@@ -164,6 +165,8 @@ def start_run(
     caps. Returns the new run id and the status line (the runs table and the stored-run choice
     follow the new run id: app.tabs.sessions).
     """
+    from backend.selectors import selector_of
+
     t0 = time.perf_counter()
     try:
         video = ws.input_path(path_text or "")
@@ -178,10 +181,15 @@ def start_run(
 
         new_id, result, how = _select(ws, run_id, video, options, on_progress, session)
     except CodecLensError as exc:
-        raise ui_error(exc) from exc
+        # A fix the backend carries (AV1: another profile and score) names this tab's controls.
+        labels = option_labels(selector_of(options))
+        raise ui_error(exc, wording=lambda fix: controls_wording(fix, labels)) from exc
     ws.remember(new_id, result)
     save_view(ws, run_id, *view)
-    note = "decoded" if how == "full" else "re-selected from the cache, nothing decoded"
+    note = {
+        "full": "decoded",
+        "reused": "this run was made with these options already: reopened, nothing stored",
+    }.get(how, "re-selected from the cache, nothing decoded")
     status = (
         f"Run **{new_id}** done in {time.perf_counter() - t0:.2f} s ({note}): "
         f"{plural(len(result.selection.groups), 'group')}, "
@@ -271,8 +279,9 @@ def wire_run_tab(
     def upload(request: gr.Request, file: Any, current: str) -> tuple[Any, Any]:
         return on_upload(ws, file, session_of(request))
 
+    # A refused input's reason stays in the status line; nothing else is marked (common.reported).
     tab.upload.upload(None, None, tab.run_status, js="() => ''", api_name=False).then(
-        upload,
+        reported(upload, [tab.video_path, tab.run_status], tab.run_status),
         [tab.upload, run_id],
         [tab.video_path, tab.run_status],
         api_name=False,
@@ -304,7 +313,7 @@ def wire_run_tab(
     # A new attempt clears the last outcome first; only the status shows this run's error, and
     # the progress bar covers the status alone (not the sessions panel under it).
     tab.run_btn.click(None, None, tab.run_status, js="() => ''", api_name=False).then(
-        run,
+        reported(run, [run_id, tab.run_status], tab.run_status),
         {run_id, tab.video_path, *viewer, tab.selector, *flat},
         [run_id, tab.run_status],
         api_name=False,

@@ -115,7 +115,8 @@ def compare(
     options : selection options shared by every run (``score`` is set per variant).
     out_dir : folder for the encodes (default :func:`default_output_dir`).
     encoded : pre-encoded variants of ``source`` (then nothing is encoded).
-    on_progress : ``on_progress(step, fraction)`` after each step.
+    on_progress : ``on_progress(step, fraction)`` after each step (``encode``, ``select <codec>``
+        after each variant's selection, ``select``, ``luma``, ``store``).
     comparison_id : the id to store it under (default a new one); a caller that names it knows
         its encodes folder before they are written (to remove them if the process dies).
 
@@ -136,8 +137,10 @@ def compare(
         _step(on_progress, "encode", 1)
         t0 = time.perf_counter()
         runs: list[tuple[str, RunResult]] = []
-        for v in variants:
+        for k, v in enumerate(variants):
             runs.append(select_and_store(v.video_path, store, options=options.replace(score=v.score)))
+            if on_progress is not None:  # one report per variant: a selection takes seconds at 720p
+                on_progress(f"select {v.codec}", (1 + (k + 1) / len(variants)) / _STEPS)
         timings["select"] = time.perf_counter() - t0
         _step(on_progress, "select", 2)
         t0 = time.perf_counter()

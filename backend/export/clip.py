@@ -21,8 +21,8 @@ from backend.render import (
     LayerOptions,
     OverlayPlan,
     colormap_lut,
-    draw_overlays,
-    draw_overlays_scaled,
+    crop_slices,
+    draw_frame,
     frame_facts,
     glyph_font,
     plan_overlays,
@@ -48,8 +48,8 @@ def _even(n: int) -> int:
 
 
 def _stamp_text(result: RunResult, row: int) -> str:
-    fid, pts, pict = frame_facts(result, row)
-    when = "t=?" if pts is None else f"t={pts:.3f} s"
+    fid, secs, pict = frame_facts(result, row)
+    when = "t=?" if secs is None else f"t={secs:.3f} s"
     return f"frame {fid}  {when}  {pict}"
 
 
@@ -62,13 +62,18 @@ class _Pane:
     label: str
     x0: int
     width: int
+    full_hw: tuple[int, int]
+    """(height, width) the frame is drawn at, before the crop."""
+    crop: tuple[slice, slice]
+    """(rows, cols) of the drawn frame the pane shows (the whole frame without a zoom crop)."""
 
 
 class ClipComposer:
     """Builds output frames: each run's annotated frame side by side, a stamp footer under each.
 
-    The output buffer, the footer backgrounds and the legend bars are made once; per frame
-    only the panes and the stamp text are written.
+    Each frame is drawn by the viewer's renderer (:func:`backend.render.draw_frame`) at its pane's
+    size, then cut to the zoom crop. The output buffer, the footer backgrounds and the legend
+    bars are made once; per frame only the panes and the stamp text are written.
     """
 
     def __init__(
@@ -78,11 +83,19 @@ class ClipComposer:
         *,
         stamp: bool,
         pane_hw: Sequence[tuple[int, int]] | None = None,
+        crop: Sequence[float] | None = None,
     ) -> None:
         first = runs[0].result
-        # pane_hw: each run's pane size (clip_pane_sizes); by default the processed size, other
-        # runs scaled to the first one's height.
-        self.height = pane_hw[0][0] if pane_hw else first.geometry.processed_hw[0]
+        # pane_hw: each run's frame size (clip_pane_sizes); by default the processed size, other
+        # runs scaled to the first one's height. crop: the first run's processed pixels, the
+        # same fractions of every pane.
+        full = [
+            tuple(pane_hw[k]) if pane_hw else _processed_pane_hw(run.result, first)
+            for k, run in enumerate(runs)
+        ]
+        crops = [crop_slices(crop, first.geometry.processed_hw, hw) for hw in full]
+        rows = crops[0][0]
+        self.height = rows.stop - rows.start
         self.stamp = stamp
         self.options = options
         grow = size_factor(self.height)  # footer text and legend grow with frames taller than 720
@@ -93,13 +106,11 @@ class ClipComposer:
         panes: list[_Pane] = []
         x = 0
         for k, run in enumerate(runs):
-            h, w = run.result.geometry.processed_hw
-            if pane_hw:
-                width = pane_hw[k][1]
-            else:
-                width = w if h == self.height else max(2, round(w * self.height / h))
+            cols = crops[k][1]
+            width = cols.stop - cols.start
             label = "" if len(runs) == 1 else f"{run.run_id} {run.result.info.codec_name}  "
-            panes.append(_Pane(run, plan_overlays(run.result, options=options), label, x, width))
+            plan = plan_overlays(run.result, options=options)
+            panes.append(_Pane(run, plan, label, x, width, full[k], crops[k]))  # type: ignore[arg-type]
             x += width + (_GAP_PX if k < len(runs) - 1 else 0)
         self.panes = panes
         # The stamp takes one footer line; the heatmap's legend goes to its right when every
@@ -153,7 +164,7 @@ class ClipComposer:
 
         ``pictures``: per run, the row's picture at its pane's size (``_pane_pictures``); the
         overlays are drawn over it at that size. Without one, the processed frame is drawn and
-        scaled by nearest neighbour.
+        scaled by nearest neighbour. Either is then cut to the pane's crop.
 
         Returns
         -------
@@ -165,24 +176,29 @@ class ClipComposer:
         pictures = pictures if pictures is not None else [None] * len(self.panes)
         for pane, row, picture in zip(self.panes, rows, pictures, strict=True):
             target = out[: self.height, pane.x0 : pane.x0 + pane.width]
-            if row is not None and picture is not None:
-                target[:] = draw_overlays_scaled(pane.run.result, row, pane.plan, picture)
-                text = pane.label + _stamp_text(pane.run.result, row)
-            elif row is None:
+            if row is None:
                 target[:] = _NOT_SAMPLED_RGB
                 self.font.draw(target, "not sampled", 8, 8, _FOOTER_FG)
                 text = pane.label + "not sampled"
             else:
-                image = draw_overlays(pane.run.result, row, pane.plan)
-                if image.shape[:2] != target.shape[:2]:
+                image = draw_frame(pane.run.result, row, pane.plan, picture)
+                if image.shape[:2] != pane.full_hw:
                     # Nearest keeps outlines and grid lines one colour.
-                    image = cv2.resize(image, (pane.width, self.height), interpolation=cv2.INTER_NEAREST)
-                target[:] = image
+                    h, w = pane.full_hw
+                    image = cv2.resize(image, (w, h), interpolation=cv2.INTER_NEAREST)
+                target[:] = image[pane.crop]
                 text = pane.label + _stamp_text(pane.run.result, row)
             if self.stamp:
                 # Drawn into the pane's columns, so a long stamp is clipped at the pane's edge.
                 self.font.draw(out[:, pane.x0 : pane.x0 + pane.width], text, 6, y_text, _FOOTER_FG)
         return out
+
+
+def _processed_pane_hw(result: RunResult, first: RunResult) -> tuple[int, int]:
+    """A run's processed size, scaled to the first run's processed height."""
+    height = first.geometry.processed_hw[0]
+    h, w = result.geometry.processed_hw
+    return height, (w if h == height else max(2, round(w * height / h)))
 
 
 class _VideoSink:
@@ -395,7 +411,9 @@ def write_clip(
     temporary name and renamed when complete.
     """
     pane_hw = clip_pane_sizes(runs, config)
-    composer = ClipComposer(runs, config.layer_options(), stamp=config.stamp, pane_hw=pane_hw)
+    composer = ClipComposer(
+        runs, config.layer_options(), stamp=config.stamp, pane_hw=pane_hw, crop=config.crop
+    )
     pictures = [
         _pane_pictures(run, rows, hw, config.size)
         for run, rows, hw in zip(runs, aligned, pane_hw, strict=True)

@@ -8,7 +8,18 @@ from typing import Any
 
 from backend.config import param, parse_names, validate_fields
 from backend.pipeline import RunResult
-from backend.render import COLORMAPS, DEFAULT_LAYERS, LAYER_NAMES, SCALES, LayerOptions, layer_options
+from backend.render import (
+    COLORMAPS,
+    DEFAULT_HEAT,
+    DEFAULT_LAYERS,
+    HEAT_SOURCES,
+    LAYER_NAMES,
+    SCALES,
+    LayerOptions,
+    canonical_heat,
+    check_crop,
+    layer_options,
+)
 from backend.runs import open_run
 from backend.store import SessionStore
 
@@ -21,6 +32,10 @@ CLIP_SIZES: tuple[str, ...] = ("source", "processed")
 """What a clip's size is based on: the video's own resolution (frames decoded again at it) or the
 run's processed frames (no decode); ``size_factor`` or ``width_px`` scale it."""
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
+VIEW_SIDES: tuple[str, ...] = ("A", "B")
+"""The viewer's A/B flip: which side an export of the view showed."""
+VIEW_FIELDS: tuple[str, ...] = ("heat", "scale", "colormap", "opacity", "layers", "crop", "side")
+"""The ExportConfig fields that are the viewer's settings (the sidecar's ``view``)."""
 
 
 # -- names and ranges --------------------------------------------------------------------------
@@ -89,9 +104,22 @@ class ExportConfig:
     frames: tuple[int, int | None] | None = None
     """(start, stop) frame_index range, stop exclusive or None for the end; None = every candidate."""
     layers: tuple[str, ...] = DEFAULT_LAYERS
+    """Layer names (``backend.render.LAYER_NAMES``); the viewer's defaults."""
+    heat: str = param(
+        DEFAULT_HEAT,
+        label="Heatmap shows",
+        help="block: the ranked 2×2-block score (the viewer's default); cell: the signal per codec cell",
+        choices=HEAT_SOURCES,
+    )
     opacity: float = param(0.5, label="Heatmap opacity", help="heatmap weight", min=0.0, max=1.0)
     colormap: str = param("turbo", label="Colormap", help="heatmap colours", choices=tuple(COLORMAPS))
     scale: str = param("frame", label="Heatmap scale", help="frame or video", choices=SCALES)
+    crop: tuple[float, float, float, float] | None = None
+    """The viewer's zoom: (x, y, width, height) in the first run's processed-frame pixels, cut out
+    of each frame after drawing at the clip's size (other runs: the same fractions); None: whole."""
+    side: str | None = None
+    """Which side of the viewer's A/B flip the exported run was (:data:`VIEW_SIDES`), recorded in
+    the sidecar; None: not exported from the viewer."""
     fps: float | None = None
     """Clip frame rate; None = the video's (25 when unknown)."""
     crf: int = param(18, label="CRF", help="mp4/webm constant quality (lower is better)", min=0, max=51)
@@ -123,7 +151,11 @@ class ExportConfig:
     )
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "heat", canonical_heat(self.heat))  # "signal" is read as "cell"
         validate_fields(self)
+        object.__setattr__(self, "crop", check_crop(self.crop))
+        if self.side is not None and self.side not in VIEW_SIDES:
+            raise ValueError(f"Invalid side ({self.side!r}). Supported values are {', '.join(VIEW_SIDES)}.")
         object.__setattr__(self, "layers", parse_names(self.layers, EXPORT_LAYERS, what="layer"))
         object.__setattr__(
             self, "plot_formats", parse_names(self.plot_formats, FIGURE_FORMATS, what="plot format")
@@ -154,7 +186,7 @@ class ExportConfig:
         self._check_size()
         if not str(self.out_path).strip():
             raise ValueError("Invalid out path (''). Supported values are a file path.")
-        self.layer_options()  # opacity/colormap/scale checks
+        self.layer_options()  # opacity/colormap/scale/heat checks
 
     def _check_size(self) -> None:
         if self.width_px is not None and (
@@ -176,7 +208,14 @@ class ExportConfig:
                 )
 
     def layer_options(self) -> LayerOptions:
-        return layer_options(self.layers, opacity=self.opacity, colormap=self.colormap, scale=self.scale)
+        """The renderer's options for these settings (the viewer's for the same values)."""
+        return layer_options(
+            self.layers, opacity=self.opacity, colormap=self.colormap, scale=self.scale, heat=self.heat
+        )
+
+    def view(self) -> dict[str, Any]:
+        """The viewer's settings this export draws with (:data:`VIEW_FIELDS`), for the sidecar."""
+        return {name: getattr(self, name) for name in VIEW_FIELDS}
 
 
 @dataclass(frozen=True)

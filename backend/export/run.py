@@ -34,9 +34,11 @@ from backend.export.tables import (
 from backend.export.yuview import YUVIEW_SCORE_SCALE, YUVIEW_SELECTION, YUVIEW_TYPES, yuview_text
 from backend.paths import resolve_within
 from backend.pipeline import RunResult
+from backend.render import crop_slices
 from backend.runs import content_sha256
 
-SIDECAR_SCHEMA_VERSION = 1
+SIDECAR_SCHEMA_VERSION = 2
+"""2: ``view`` (the viewer's settings the clip was drawn with) and the clip's ``pane_crops``."""
 
 
 @dataclass(frozen=True)
@@ -317,7 +319,7 @@ def _write_tables(
     frames_csv = _resolve_out(f"{stem}.frames.csv", config)
     blocks_csv = _resolve_out(f"{stem}.blocks.csv", config)
     made += [frames_csv, blocks_csv]
-    per_run = [_run_rows(a) for r, a in zip(runs, aligned, strict=True)]
+    per_run = [_run_rows(a) for a in aligned]
     pd.concat([frames_table(r, rr) for r, rr in zip(runs, per_run, strict=True)]).to_csv(
         frames_csv, index=False
     )
@@ -382,6 +384,8 @@ def _sidecar_data(
         "schema_version": SIDECAR_SCHEMA_VERSION,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "export_config": dataclasses.asdict(config),
+        # The viewer's settings, as the Inspect tab names them: the same values draw the same pixels.
+        "view": config.view(),
         "frames": {
             "start": None if frames is None else frames[0],
             "stop": None if frames is None else frames[1],
@@ -425,6 +429,8 @@ def _clip_entry(
     """The sidecar's ``clip``: its size and frame rate, and what the pictures under the overlays are."""
     if frame_size is None:
         return None
+    sizes = clip_pane_sizes(runs, config)
+    first_hw = runs[0].result.geometry.processed_hw
     return {
         "height": frame_size[0],
         "width": frame_size[1],
@@ -432,7 +438,12 @@ def _clip_entry(
         # Each run's video decoded again at its pane size (PyAV, deblocked), or the run's
         # processed frames (scaled when the pane differs).
         "pixels": "source_decode" if config.size == "source" else "processed_frames",
-        "pane_sizes": [list(hw) for hw in clip_pane_sizes(runs, config)],
+        "pane_sizes": [list(hw) for hw in sizes],
+        # [x, y, width, height] of each drawn frame that its pane shows (the zoom crop).
+        "pane_crops": [
+            [cols.start, rows.start, cols.stop - cols.start, rows.stop - rows.start]
+            for rows, cols in (crop_slices(config.crop, first_hw, hw) for hw in sizes)
+        ],
     }
 
 

@@ -29,6 +29,7 @@ FRAMES_CSV_COLUMNS: tuple[str, ...] = (
     "block_cols",
     "score_sum",
     "score_max",
+    "time_secs",
 )
 BLOCKS_CSV_COLUMNS: tuple[str, ...] = (
     "schema_version",
@@ -86,7 +87,8 @@ def frames_table(run: ExportRun, rows: np.ndarray) -> pd.DataFrame:
     anchors = anchor_rows(result)
     records = []
     for row in rows.tolist():
-        fid, pts, pict = frame_facts(result, row)
+        fid, secs, pict = frame_facts(result, row)
+        in_stream = 0 <= fid < info.packet_pts_secs.size
         sel, _t = group_of_row(result, row)
         scores = result.scores.block_scores[row]
         records.append(
@@ -95,7 +97,7 @@ def frames_table(run: ExportRun, rows: np.ndarray) -> pd.DataFrame:
                 "run_id": run.run_id,
                 "candidate_row": row,
                 "frame_index": fid,
-                "pts_secs": pts,
+                "pts_secs": float(info.packet_pts_secs[fid]) if in_stream else None,
                 "pict_type": pict,
                 "size_bytes": int(info.packet_size_bytes[fid])
                 if 0 <= fid < info.packet_size_bytes.size
@@ -109,6 +111,7 @@ def frames_table(run: ExportRun, rows: np.ndarray) -> pd.DataFrame:
                 "block_cols": bw_n,
                 "score_sum": float(scores.sum(dtype=np.float64)),
                 "score_max": float(scores.max()) if scores.size else 0.0,
+                "time_secs": secs,
             }
         )
     frame = pd.DataFrame.from_records(records, columns=list(FRAMES_CSV_COLUMNS))

@@ -166,7 +166,7 @@ class StepInput:
     """What a step sees: the video, the run's options and their stage configs, and the records so far."""
 
     video: str | Path
-    options: Any
+    options: SelectorOptions
     configs: Mapping[str, Any]
     records: Mapping[str, Any]
 

@@ -1,4 +1,4 @@
-"""All drawing: overlays, text, heatmap colour scales (views and export share it)."""
+"""All drawing: overlays, text, heatmap colour scales; one frame renderer the viewer and export share."""
 
 from backend.render.colors import (
     ANCHOR_RGB,
@@ -21,8 +21,25 @@ from backend.render.facts import (
     kept_blocks_by_row,
     lost_blocks,
 )
-from backend.render.heatmap import HEAT_SOURCES, SCALES, block_heat_grid, score_map
-from backend.render.native import draw_native
+from backend.render.frame import (
+    check_crop,
+    crop_slices,
+    draw_frame,
+    draw_native,
+    draw_overlays,
+    draw_overlays_scaled,
+    scaled_px,
+    size_factor,
+)
+from backend.render.heatmap import (
+    DEFAULT_HEAT,
+    HEAT_ALIASES,
+    HEAT_SOURCES,
+    SCALES,
+    block_heat_grid,
+    canonical_heat,
+    score_map,
+)
 from backend.render.overlays import (
     ANCHOR_BORDER_PX,
     CODEC_CELL_PX,
@@ -34,11 +51,10 @@ from backend.render.overlays import (
     OverlayPlan,
     cached_plan,
     codec_grid_lines,
-    draw_overlays,
+    layer_names,
     layer_options,
     plan_overlays,
 )
-from backend.render.scaled import draw_overlays_scaled, scaled_px, size_factor
 from backend.render.text import glyph_font
 
 __all__ = [
@@ -50,7 +66,9 @@ __all__ = [
     "CODEC_CELL_PX",
     "CODEC_GRID_RGB",
     "COLORMAPS",
+    "DEFAULT_HEAT",
     "DEFAULT_LAYERS",
+    "HEAT_ALIASES",
     "HEAT_SOURCES",
     "KEPT_BORDER_PX",
     "KEPT_RGB",
@@ -65,9 +83,13 @@ __all__ = [
     "anchor_rows",
     "block_heat_grid",
     "cached_plan",
+    "canonical_heat",
+    "check_crop",
     "check_row",
     "codec_grid_lines",
     "colormap_lut",
+    "crop_slices",
+    "draw_frame",
     "draw_native",
     "draw_overlays",
     "draw_overlays_scaled",
@@ -75,6 +97,7 @@ __all__ = [
     "glyph_font",
     "group_of_row",
     "kept_blocks_by_row",
+    "layer_names",
     "layer_options",
     "lost_blocks",
     "plan_overlays",

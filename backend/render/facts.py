@@ -47,18 +47,20 @@ def group_of_row(result: RunResult, row: int) -> tuple[GroupSelection | None, in
 
 
 def frame_facts(result: RunResult, row: int) -> tuple[int, float | None, str]:
-    """(frame_index, pts_secs or None, pict_type) of a candidate row.
+    """(frame_index, time_secs or None, pict_type) of a candidate row.
 
-    Packets are in presentation order, so frame_index indexes them when the packet count
-    equals the frame count; otherwise the time comes from the frame rate.
+    ``time_secs`` counts from the first frame, so times mean the same in every container (an
+    MPEG-TS stream starting at 1.483 s shows its first frame at 0 s; the container's start is
+    ``info.start_pts_secs``). Packets are in presentation order, so frame_index indexes them when
+    the packet count equals the frame count; otherwise the time comes from the frame rate.
     """
     info = result.info
     fid = int(result.candidates.frame_indices[row])
     if 0 <= fid < info.packet_pts_secs.size:
-        pts: float | None = float(info.packet_pts_secs[fid])
+        secs: float | None = float(info.packet_pts_secs[fid] - info.start_pts_secs)
     else:
-        pts = fid / info.fps if info.fps else None
-    return fid, pts, result.decoded.pict_types[row]
+        secs = fid / info.fps if info.fps else None
+    return fid, secs, result.decoded.pict_types[row]
 
 
 def lost_blocks(result: RunResult, row: int) -> np.ndarray:

@@ -13,8 +13,26 @@ from backend.render.colors import colormap_lut
 from backend.render.facts import check_row
 
 SCALES: tuple[str, ...] = ("frame", "video")
-HEAT_SOURCES: tuple[str, ...] = ("block", "signal")
-"""What a heatmap shows: the ranked 2×2-block score, or the score map per codec cell."""
+HEAT_SOURCES: tuple[str, ...] = ("block", "cell")
+"""What a heatmap shows: ``block``, the ranked 2×2-block score (one tile per block); ``cell``, the
+signal's score map per codec cell (one tile per macroblock, CTU or superblock)."""
+HEAT_ALIASES: dict[str, str] = {"signal": "cell"}
+"""Older names of a heat source, still read (the viewer's radio and saved views said ``signal``)."""
+DEFAULT_HEAT = "block"
+"""The viewer's heatmap mode, which exports and the CLI default to as well."""
+
+
+def canonical_heat(heat: str) -> str:
+    """The :data:`HEAT_SOURCES` name of ``heat`` (an alias of :data:`HEAT_ALIASES` mapped).
+
+    Raises
+    ------
+    ValueError : neither a heat source nor an alias.
+    """
+    name = HEAT_ALIASES.get(heat, heat) if isinstance(heat, str) else heat
+    if name not in HEAT_SOURCES:
+        raise ValueError(f"Invalid heat ({heat!r}). Supported values are {', '.join(HEAT_SOURCES)}.")
+    return name
 
 
 def video_log_max(result: RunResult) -> float:

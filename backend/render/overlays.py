@@ -1,4 +1,4 @@
-"""Overlay layers: which layers to draw, their per-run plan, and drawing them over a candidate frame."""
+"""Overlay layers: which layers to draw and their per-run plan (drawn by :mod:`backend.render.frame`)."""
 
 from __future__ import annotations
 
@@ -9,37 +9,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 
 from backend.codecs import canonical_codec
 from backend.config import parse_names
 from backend.pipeline import RunResult
-from backend.render.colors import (
-    ANCHOR_RGB,
-    BAD_TINT_ALPHA,
-    BAD_TINT_RGB,
-    BLOCK_GRID_RGB,
-    CODEC_GRID_RGB,
-    COLORMAPS,
-    KEPT_RGB,
-    LOST_RGB,
-    PATCH_GRID_RGB,
-)
-from backend.render.facts import anchor_rows, check_row, kept_blocks_by_row, lost_blocks
+from backend.render.colors import BLOCK_GRID_RGB, CODEC_GRID_RGB, COLORMAPS, PATCH_GRID_RGB
+from backend.render.facts import anchor_rows, kept_blocks_by_row
 from backend.render.heatmap import (
-    HEAT_SOURCES,
     SCALES,
-    block_heat_grid,
-    heatmap_rgb,
+    canonical_heat,
     legend,
     legend_stops,
-    score_grid,
     video_block_max,
     video_log_max,
     video_raw_max,
 )
-from backend.render.text import draw_anchor_label, draw_bad_label
+from backend.selectors import picture_of
 
 KEPT_BORDER_PX = 2
 ANCHOR_BORDER_PX = 4
@@ -69,10 +55,12 @@ class LayerOptions:
     scale: str = "frame"
     """``frame``: the stored per-frame normalised map; ``video``: the raw signal (log1p) divided
     by its maximum over all candidate frames, so frames are comparable to each other."""
-    heat: str = "signal"
-    """What the heatmap shows (:data:`HEAT_SOURCES`): ``signal``, the score map per codec cell;
-    ``block``, the 2×2-block score the selection ranks (on the ``frame`` scale divided by the
-    frame's highest block score, on the ``video`` scale by the run's)."""
+    heat: str = "cell"
+    """What the heatmap shows (:data:`HEAT_SOURCES`; ``signal`` is read as ``cell``): ``cell``, the
+    score map per codec cell; ``block``, the 2×2-block score the selection ranks (on the ``frame``
+    scale divided by the frame's highest block score, on the ``video`` scale by the run's). The
+    viewer, exports and the CLI default to ``block`` (:data:`DEFAULT_HEAT`); this default stays
+    ``cell`` for the comparison panes, whose shared scale rescales the cell maps."""
     patch_grid: bool = False
     block_grid: bool = False
     codec_grid: bool = False
@@ -94,8 +82,8 @@ class LayerOptions:
             )
         if self.scale not in SCALES:
             raise ValueError(f"Invalid scale ({self.scale!r}). Supported values are {', '.join(SCALES)}.")
-        if self.heat not in HEAT_SOURCES:
-            raise ValueError(f"Invalid heat ({self.heat!r}). Supported values are {', '.join(HEAT_SOURCES)}.")
+        # One stored value per mode: an alias becomes its canonical name (equal options, one cache key).
+        object.__setattr__(self, "heat", canonical_heat(self.heat))
 
 
 LAYER_NAMES: tuple[str, ...] = (
@@ -130,7 +118,7 @@ def layer_options(
     opacity: float = 0.5,
     colormap: str = "turbo",
     scale: str = "frame",
-    heat: str = "signal",
+    heat: str = "cell",
 ) -> LayerOptions:
     """LayerOptions for layer names (a sequence, or ``a,b,c``); unknown names list the choices."""
     chosen = set(parse_names(layers, LAYER_NAMES, what="layer"))
@@ -148,6 +136,25 @@ def layer_options(
         anchor_badge="anchor" in chosen,
         bad_frames="bad" in chosen,
     )
+
+
+_LAYER_FLAGS: dict[str, str] = {
+    "heatmap": "heatmap",
+    "kept": "kept",
+    "lost": "lost",
+    "grid": "block_grid",
+    "patch_grid": "patch_grid",
+    "codec_grid": "codec_grid",
+    "anchor": "anchor_badge",
+    "bad": "bad_frames",
+}
+"""Layer name → the LayerOptions switch it turns on."""
+
+
+def layer_names(options: LayerOptions) -> tuple[str, ...]:
+    """The layer names (in :data:`LAYER_NAMES` order) whose switches ``options`` turns on: the
+    inverse of :func:`layer_options`."""
+    return tuple(name for name in LAYER_NAMES if getattr(options, _LAYER_FLAGS[name]))
 
 
 def codec_grid_lines(result: RunResult) -> tuple[np.ndarray, np.ndarray]:
@@ -217,6 +224,9 @@ class OverlayPlan:
     """(40, 256, 3) colour bar (None when the heatmap is off)."""
     legend_stops: tuple[tuple[float, tuple[int, int, int]], ...]
     legend_labels: tuple[str, str]
+    picture_blocks: tuple[int, int, int, int] | None = None
+    """``(r0, r1, c0, c1)`` block rows and columns showing the picture when the selector adds bars
+    (onevision's letterbox), so the heatmap leaves the bars alone; None: the whole frame."""
 
 
 def plan_overlays(result: RunResult, *, options: LayerOptions) -> OverlayPlan:
@@ -255,7 +265,10 @@ def plan_overlays(result: RunResult, *, options: LayerOptions) -> OverlayPlan:
             labels = ("0", "1 (frame p99)")
         leg = legend(options.colormap, *labels)
         stops = legend_stops(options.colormap, high, log=options.scale == "video")
+    box = picture_of(result.options, geo)
+    whole = box == (0, geo.block_grid_hw[0], 0, geo.block_grid_hw[1])
     return OverlayPlan(
+        picture_blocks=None if whole else box,
         options=options,
         block_px=f,
         grid_lines=tuple(lines),
@@ -290,53 +303,3 @@ def cached_plan(result: RunResult, options: LayerOptions) -> OverlayPlan:
         while len(_PLANS) > 16:
             _PLANS.popitem(last=False)
     return plan
-
-
-def draw_overlays(result: RunResult, row: int, plan: OverlayPlan) -> np.ndarray:
-    """Draw the planned layers over a candidate frame.
-
-    Parameters
-    ----------
-    result : the run the plan was made for.
-    row : candidate row.
-    plan : from :func:`plan_overlays`.
-
-    Returns
-    -------
-    (H, W, 3) uint8 RGB at the processed size; the run's pixels are not modified.
-    """
-    check_row(result, row)
-    opts = plan.options
-    frame = result.decoded.pixels[row]
-    if opts.heatmap:
-        if opts.heat == "block":
-            grid = block_heat_grid(result, row, scale=opts.scale, video_max=plan.log_max)
-        else:
-            grid = score_grid(result, row, scale=opts.scale, log_max=plan.log_max)
-        colour = heatmap_rgb(grid, result.geometry.processed_hw, opts.colormap)
-        image = cv2.addWeighted(colour, float(opts.opacity), frame, 1.0 - float(opts.opacity), 0.0)
-    else:
-        image = np.array(frame, copy=True)
-    bad = not bool(result.quality.good[row])
-    if opts.bad_frames and bad:
-        tint = np.empty_like(image)
-        tint[:] = BAD_TINT_RGB
-        image = cv2.addWeighted(tint, BAD_TINT_ALPHA, image, 1.0 - BAD_TINT_ALPHA, 0.0)
-    # Grid lines are row and column writes from the plan: no per-pixel loop. Columns go through
-    # the transposed view, where each index picks a whole column (3x faster than image[:, xs]).
-    columns = image.transpose(1, 0, 2)
-    for ys, xs, rgb in plan.grid_lines:
-        image[ys], columns[xs] = rgb, rgb
-    f = plan.block_px
-    if opts.lost:
-        outline_blocks(image, np.argwhere(lost_blocks(result, row)), f, KEPT_BORDER_PX, LOST_RGB)
-    kept = plan.kept.get(row)
-    if opts.kept and kept is not None and kept.size:
-        outline_blocks(image, kept, f, KEPT_BORDER_PX, KEPT_RGB)
-    if opts.anchor_badge and row in plan.anchors:
-        b = ANCHOR_BORDER_PX
-        image[:b], image[-b:], image[:, :b], image[:, -b:] = ANCHOR_RGB, ANCHOR_RGB, ANCHOR_RGB, ANCHOR_RGB
-        draw_anchor_label(image, b, b, ANCHOR_RGB)
-    if opts.bad_frames and bad:
-        draw_bad_label(image, f"BAD: {result.quality.reasons[row] or 'bad'}")
-    return image

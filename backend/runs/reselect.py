@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from backend.errors import StoreError
-from backend.pipeline.recipe import ProgressCallback, RunResult
+from backend.pipeline.recipe import ProgressCallback, RunResult, SelectorOptions
 from backend.runs.decode_cache import cached_front, cached_scores
 from backend.runs.plan import ReselectPlan, plan_reselection
-from backend.runs.store_run import CachedDecode, select_and_store
+from backend.runs.store_run import CachedDecode, open_run, run_versions, select_and_store
+from backend.selectors import selector_of
 from backend.store import SessionStore
 from backend.store.runs import RunRow
 
@@ -35,7 +37,7 @@ def reselect(
 
     Returns
     -------
-    (new run_id, RunResult, how: ``cache`` / ``cache+scores`` / ``full``).
+    (run_id, RunResult, how: ``reused`` / ``cache`` / ``cache+scores`` / ``full``).
 
     Raises
     ------
@@ -49,6 +51,17 @@ def reselect(
     return run_plan(store, plan, on_progress=on_progress, memory=memory)
 
 
+def identical_run(store: SessionStore, parent: RunRow, options: SelectorOptions) -> RunRow | None:
+    """A finished run of ``parent``'s video made with exactly ``options`` by this version (the parent
+    itself included), newest first; None when there is none."""
+    # Through JSON as the store keeps it (tuples become lists).
+    wanted, versions = json.loads(json.dumps(options.as_dict())), run_versions()
+    for row in store.session_runs(parent.session_id, selector=selector_of(options)):
+        if row.config == wanted and row.versions == versions:
+            return row
+    return None
+
+
 def run_plan(
     store: SessionStore,
     plan: ReselectPlan,
@@ -58,12 +71,20 @@ def run_plan(
 ) -> tuple[str, RunResult, str]:
     """Carry out a re-selection plan: from the cached decode when it serves, else a full run.
 
+    A finished run of the same video, selector, options and versions is reopened instead of stored
+    again (going back to options already run adds no run).
+
     Returns
     -------
-    (new run_id, RunResult, how: ``cache`` / ``cache+scores`` / ``full``).
+    (run_id, RunResult, how: ``reused`` / ``cache`` / ``cache+scores`` / ``full``).
     """
     parent, options = plan.parent, plan.options
     t0 = time.perf_counter()
+    same = identical_run(store, parent, options)
+    if same is not None:
+        result = open_run(store, same.run_id, memory=memory)
+        result.timings_secs["reopen"] = time.perf_counter() - t0
+        return same.run_id, result, "reused"
     key = parent.cache_key
     # The cache is read even when the plan saw it gone: it may have come back; a decode that went
     # since the plan was made means a full run.

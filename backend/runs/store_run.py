@@ -57,6 +57,11 @@ class CachedDecode:
     """The run whose stored score grids these are (they are not stored again)."""
 
 
+def run_versions() -> dict[str, Any]:
+    """The versions a run is stored with: codec-lens and the decoders behind ``native``."""
+    return {"codec_lens": __version__, **native.versions()}
+
+
 def select_and_store(
     video: str | Path,
     store: SessionStore,
@@ -97,7 +102,7 @@ def select_and_store(
     run_kwargs = {
         "profile": options.profile,
         "config": options.as_dict(),
-        "versions": {"codec_lens": __version__, **native.versions()},
+        "versions": run_versions(),
         "parent_run_id": parent_run_id,
         "selector": selector,
     }

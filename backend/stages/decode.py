@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -42,15 +43,42 @@ def grid_for_codec(grid: str, codec_name: str) -> str:
     return grid
 
 
-def _signal_hint(codec: str) -> str:
-    """``residual (or mv, mvres, pkt_energy)``: the signals that work for ``codec``, residual first.
+def _signal_hint(codec: str) -> tuple[str, str]:
+    """``("residual", " (or mv, mvres or pkt_energy)")``: the signal to suggest for ``codec``
+    (residual first) and the others that work for it.
 
     ``qp`` needs exported block QP, which FFmpeg gives for H.264 and VP9 only.
     """
     works = [n for n in SIGNALS.names if n != "qp" or codec in QP_MAX]
     first = "residual" if "residual" in works else works[0]
     rest = [n for n in works if n != first]
-    return first + (f" (or {', '.join(rest[:-1])} or {rest[-1]})" if len(rest) > 1 else "")
+    return first, (f" (or {', '.join(rest[:-1])} or {rest[-1]})" if len(rest) > 1 else "")
+
+
+class OptionFixError(UnsupportedVideoError):
+    """A video the chosen options cannot select on, and the options that would.
+
+    ``message`` words the fix as the CLI's flags; ``problem``, ``fix`` (``(option name,
+    value)`` pairs, in the order to name them) and ``fix_note`` (what follows the fix) let
+    another surface word it for its own controls (app.tabs.common.error_line).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        problem: str = "",
+        fix: tuple[tuple[str, str], ...] = (),
+        fix_note: str = "",
+        path: str | Path | None = None,
+        stage: str | None = None,
+    ) -> None:
+        # Defaults throughout: a pickled error (from a worker process) is rebuilt from its
+        # message alone, then gets these attributes back from its __dict__.
+        self.problem = problem
+        self.fix = fix
+        self.fix_note = fix_note
+        super().__init__(message, path=path, stage=stage)
 
 
 def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
@@ -65,18 +93,30 @@ def _check_supported(info: VideoInfo, config: DecodeConfig) -> None:
         )
     if info.codec_name not in native.BITCOST_CODECS:
         codec = canonical_codec(info.codec_name)  # the decoder's name would say libdav1d for AV1
-        raise UnsupportedVideoError(
+        signal, others = _signal_hint(codec)
+        problem = (
             f"this codec has no bitcost ({codec}). Supported codecs are "
-            f"{', '.join(native.BITCOST_CODECS)}; for {codec} use --profile clean --score "
-            f"{_signal_hint(codec)} (docs/signals.md).",
+            f"{', '.join(native.BITCOST_CODECS)}; for {codec}"
+        )
+        raise OptionFixError(
+            f"{problem} use --profile clean --score {signal}{others} (docs/signals.md).",
+            problem=problem,
+            fix=(("profile", "clean"), ("score", signal)),
+            fix_note=f"{others} (docs/signals.md).",
             path=info.path,
             stage="decode",
         )
     if info.width % 16 and quirk_on(config.profile, "width_not_multiple_of_16"):
-        raise UnsupportedVideoError(
+        problem = (
             f"frame width {info.width} is not a multiple of 16 ({info.width}x{info.height}). Supported "
             "widths in the parity profile are multiples of 16 (partial macroblock columns misalign "
-            "cvp's stretched bitcost grid); --profile clean takes any width.",
+            "cvp's stretched bitcost grid);"
+        )
+        raise OptionFixError(
+            f"{problem} --profile clean takes any width.",
+            problem=problem,
+            fix=(("profile", "clean"),),
+            fix_note=" to take any width.",
             path=info.path,
             stage="decode",
         )

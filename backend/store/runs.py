@@ -381,6 +381,14 @@ class RunsMixin(StoreBase):
         rows = self._cursor().execute(sql, [status] if status else []).fetchall()
         return [self._run_row(r) for r in rows]
 
+    def session_runs(self, session_id: str, *, selector: str) -> list[RunRow]:
+        """The finished runs of one session (video) made by ``selector``, newest first."""
+        sql = self._RUN_SELECT + (
+            " WHERE r.session_id = ? AND r.selector = ? AND r.status = 'done' ORDER BY r.created_at DESC"
+        )
+        rows = self._cursor().execute(sql, [session_id, selector]).fetchall()
+        return [self._run_row(r) for r in rows]
+
     def table(self, name: str, run_id: str, *, done_only: bool = True) -> pd.DataFrame:
         """A run's rows of one table, as a DataFrame ordered as written.
 

@@ -168,3 +168,25 @@ def go_to_candidate(page: Any, row: int) -> None:
     """Move the candidate slider to ``row`` and wait until the info line shows it."""
     page.locator("#frame_slider input[type=range]").fill(str(row))
     wait_candidate(page, row)
+
+
+def open_stored_run(page: Any, run_id: str, *, timeout_ms: int = 60_000) -> None:
+    """Open stored run ``run_id`` from the Run tab's sessions panel and come back to the Inspect
+    tab once the viewer shows one of its frames."""
+    page.get_by_role("tab", name="Run").click()
+    page.locator("#open_pick input").click()
+    page.locator("#open_pick input").fill(run_id)
+    page.locator("[role=option]", has_text=run_id).first.click()
+    page.locator("#open_btn").click()
+    page.get_by_role("tab", name="Inspect").click()
+    page.wait_for_function(
+        "(r) => { const i = document.querySelector('#frame_img');"
+        " return i && i.getAttribute('src').includes('run=' + r) && i.complete && i.naturalWidth; }",
+        arg=run_id,
+        timeout=timeout_ms,
+    )
+
+
+def open_run_id(page: Any) -> str:
+    """The id of the run the page has open (the hidden ``#run_id`` box)."""
+    return str(page.locator("#run_id textarea, #run_id input").first.input_value())

@@ -170,6 +170,31 @@ def test_shared_heatmap_scale_shows_its_units(page) -> None:
     page.wait_for_selector("#cmp_legend", state="hidden", timeout=15_000)
 
 
+def test_the_variants_table_shows_every_column_within_its_width(page) -> None:
+    """Issue 27, item 17: side by side with the pairs, 7 of its 13 columns were scrolled away."""
+    page.locator("#cmp_variants").scroll_into_view_if_needed()
+    page.wait_for_function("() => document.querySelectorAll('#cmp_variants th').length >= 13", timeout=15_000)
+    box = page.evaluate(
+        """() => {
+          const t = document.querySelector('#cmp_variants'), r = t.getBoundingClientRect();
+          const cells = (sel) => [...t.querySelectorAll(sel)].map((c) => c.getBoundingClientRect());
+          return {left: r.left, right: r.right, width: r.width, page: document.body.clientWidth,
+                  heads: cells('th').map((c) => [c.left, c.right]),
+                  names: [...t.querySelectorAll('th')].map((c) => c.innerText.trim())};
+        }"""
+    )
+    assert {"variant", "luma bias", "reader Y-PSNR dB"} <= {" ".join(n.split()) for n in box["names"]}
+    assert box["width"] > 0.7 * box["page"], box  # a row of its own
+    for left, right in box["heads"]:
+        assert box["left"] - 1 <= left and right <= box["right"] + 1, box
+    # Every row has a value under every header (a dash where a measure does not apply).
+    filled = page.evaluate(
+        """() => [...document.querySelectorAll('#cmp_variants [role=row]')].slice(1).map((r) =>
+          [...r.querySelectorAll('[role=gridcell]')].filter((c) => c.innerText.trim()).length)"""
+    )
+    assert filled == [len(box["names"])] * PANES, filled
+
+
 def test_a_new_comparison_runs_from_a_path_and_opens(page) -> None:
     page.locator("#cmp_pick").scroll_into_view_if_needed()
     if not page.locator("#cmp_path").is_visible():

@@ -98,7 +98,14 @@ def test_a_crash_in_one_session_is_its_error_only(app: tuple[str, Any, Path]) ->
         assert crash.count() == 0, "the worker aborted before the gate opened"
         gate.touch()
         crash.first.wait_for(state="visible", timeout=120_000)
-        assert crash.count() == 1 and crash.first.inner_text().strip() == CRASH_LINE
+        # One line in A's status line, kept there, and one toast with it (issue 27, item 4).
+        page_a.wait_for_function(
+            "() => document.querySelector('#run_status').innerText.includes('the decoder crashed')",
+            timeout=30_000,
+        )
+        assert page_a.locator("#run_status").inner_text().strip() == f"Error: {CRASH_LINE}"
+        assert page_a.locator(".toast-body").count() == 1
+        assert page_a.locator(".toast-body").first.inner_text().strip().endswith(CRASH_LINE)
         screenshot(page_a, "crash_session_a.png")
         for _ in range(3):
             _step(page_b)

@@ -108,3 +108,69 @@ def test_figure_export_yields_a_downloadable_file(page, tmp_path) -> None:
     text = target.read_text()
     assert "Plotly.newPlot" in text and "frame_index" in text
     assert '"range":[7.5,95.5]' in text.replace(" ", "")  # the 96-frame clip from frame 8 on
+
+
+def _view_sidecar(page, workspace, count_before: int) -> dict:
+    """Press "Export this view" and wait for its export: the newest sidecar."""
+    page.locator("#export_view_btn").click()
+    folder = workspace.output_root / "exports"
+    page.wait_for_function(
+        "() => document.querySelectorAll('#export_files td.filename').length > 0", timeout=60_000
+    )
+    for _ in range(600):
+        made = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        if len(made) > count_before:
+            return json.loads(made[-1].read_text())
+        page.wait_for_timeout(100)
+    toasts = [t.inner_text() for t in page.locator(".toast-body").all()]
+    raise AssertionError(f"Export this view wrote no sidecar; toasts: {toasts}")
+
+
+def test_export_this_view_draws_the_shown_side_with_its_settings(page, workspace) -> None:
+    import numpy as np
+    from PIL import Image
+
+    import backend.render as render
+
+    folder = workspace.output_root / "exports"
+    # The viewer: heatmap of the per-cell signal, remembered as B; then A shows the block score.
+    page.locator("#layers label", has_text="heatmap").click()
+    page.locator("#heat label", has_text="signal per codec cell").click()
+    page.wait_for_function(
+        "() => { const s = document.querySelector('#frame_img').getAttribute('src') || '';"
+        " return s.includes('h=signal') && s.includes('heatmap'); }",
+        timeout=30_000,
+    )
+    page.locator("#set_b_btn").click()
+    page.locator("#heat label", has_text="2×2-block score").click()
+    page.wait_for_function(
+        "() => (document.querySelector('#frame_img').getAttribute('src') || '').includes('h=block')",
+        timeout=30_000,
+    )
+    page.locator("#export_format label", has_text="png").click()
+    page.locator("#export_size label", has_text="processed").click()
+    page.locator("#export_width input").fill("")
+    page.locator("#export_scale input").fill("1")
+    result = workspace.result(workspace.run_id)
+    fid = int(result.candidates.frame_indices[12])
+    for side, heat in (("A", "block"), ("B", "cell")):
+        if side == "B":
+            page.locator("#flip_btn").click()
+            page.wait_for_function(
+                "() => document.querySelector('#frame_mode').innerText.startsWith('B')", timeout=15_000
+            )
+        sidecar = _view_sidecar(page, workspace, len(list(folder.glob("*.json"))))
+        assert sidecar["view"]["side"] == side and sidecar["view"]["heat"] == heat
+        assert "heatmap" in sidecar["view"]["layers"] and sidecar["view"]["crop"] is None
+        assert sidecar["frames"]["frame_indices"] == [fid]  # the viewed frame only
+        assert sidecar["clip"]["pixels"] == "processed_frames"
+        # The exported frame is the viewer's renderer's, pixel for pixel, for those settings.
+        (png,) = [f for f in sidecar["files"] if f["role"] == "clip"]
+        image = np.asarray(Image.open(folder / png["name"]).convert("RGB"))
+        view = sidecar["view"]
+        opts = render.layer_options(
+            view["layers"], opacity=view["opacity"], colormap=view["colormap"], scale=view["scale"], heat=heat
+        )
+        expected = render.draw_frame(result, 12, render.plan_overlays(result, options=opts))
+        assert np.array_equal(image[: expected.shape[0]], expected)
+    page.locator("#flip_btn").click()  # back to A for the tests after this one

@@ -300,6 +300,8 @@ def test_live_reselection_updates_the_page(page: Any, app: dict[str, Any]) -> No
     page.locator("#frame").scroll_into_view_if_needed()
     before = page.locator("#run_id textarea, #run_id input").first.input_value()
     page.locator("#live_box").get_by_text("Re-select live").click()
+    # Plotly loads with the first plot drawn: run alone, this test may be the page's first.
+    page.wait_for_function("() => window.Plotly && window.Plotly.relayout", timeout=60_000)
     # Count the page's relayouts: the server draws the new timeline with its cursor on the viewed
     # frame, so the viewer's cursor follower must not redraw it once more (~60 ms a plot).
     page.evaluate(

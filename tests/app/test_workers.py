@@ -254,6 +254,31 @@ def test_the_run_tab_runs_through_the_pool(tmp_path: Path) -> None:
 
 
 @pytest.mark.needs_cvp
+def test_av1_refused_in_a_worker_names_the_run_tabs_controls(tmp_path: Path) -> None:
+    """Issue 27, item 13: the fix the decode stage carries survives the worker's pickling, so
+    the Run tab words it with its controls, not the CLI's flags."""
+    import gradio as gr
+    from helpers.clips import encode_clip
+
+    from app.main import start_pool, stop_pool
+    from app.tabs import run
+    from app.workspace import make_workspace
+    from backend.pipeline import SelectionOptions
+
+    ws = make_workspace(session_db=tmp_path / "s.duckdb", output_dir=tmp_path / "work")
+    av1 = encode_clip(ws.output_root / "av1", codec="av1", width=160, height=96, frames=8, gop=4)
+    try:
+        start_pool(ws)
+        with pytest.raises(gr.Error) as refused:
+            run.start_run(ws, "", str(av1), (0, [], 0.5, "turbo"), SelectionOptions(), lambda *a, **k: None)
+        message = str(refused.value.message)
+        assert "set Profile to clean and Score to residual" in message and "--profile" not in message
+    finally:
+        stop_pool(ws)
+        ws.close()
+
+
+@pytest.mark.needs_cvp
 def test_the_first_run_and_a_reopen_after_eviction_decode_in_a_worker(tmp_path: Path) -> None:
     from app.main import stop_pool
     from app.server import first_run

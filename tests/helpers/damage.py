@@ -143,8 +143,11 @@ def write_damaged(
     return written
 
 
-def remux(source: Path | str, target: Path | str, *, container_format: str) -> Path:
-    """Copy the video packets of ``source`` into another container (no re-encoding)."""
+def remux(
+    source: Path | str, target: Path | str, *, container_format: str, start_offset_secs: float = 0.0
+) -> Path:
+    """Copy the video packets of ``source`` into another container (no re-encoding), their
+    timestamps moved ``start_offset_secs`` later (a stream whose clock does not start at 0)."""
     target = Path(target)
     # bitexact: no random Matroska segment UIDs, so the copy is byte-reproducible.
     with (
@@ -153,9 +156,13 @@ def remux(source: Path | str, target: Path | str, *, container_format: str) -> P
     ):
         in_stream = src.streams.video[0]
         out_stream = dst.add_stream_from_template(in_stream, opaque=True)
+        shift = round(start_offset_secs / in_stream.time_base)
         for packet in src.demux(in_stream):
             if packet.dts is None:  # the demuxer's flush packet
                 continue
+            packet.dts += shift
+            if packet.pts is not None:
+                packet.pts += shift
             packet.stream = out_stream
             dst.mux(packet)
     return target

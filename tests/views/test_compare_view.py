@@ -125,7 +125,7 @@ def test_pane_caption_fields() -> None:
     info = {
         "label": "vp9 crf32",
         "frame_index": 7,
-        "pts_secs": 0.2335,
+        "time_secs": 0.2335,
         "pict_type": "P",
         "size_bytes": 120,
         "group_index": 0,
@@ -156,7 +156,11 @@ def test_legend_and_heatmap_ranges(opened) -> None:
     assert cv.heatmap_range(results, 0, "frame") == "1 = frame p99"
     assert "video max" in cv.heatmap_range(results, 1, "video")
     assert "bits/px (all bitcost runs max" in cv.heatmap_range(results, 0, "all")
-    assert "per px (all residual runs max" in cv.heatmap_range(results, 3, "all")
+    # AV1's stand-in signal names its unit (it read "1 = 97.46 per px", issue 27 item 20).
+    assert "luma levels |Y − prediction| (all residual runs max" in cv.heatmap_range(results, 3, "all")
+    assert "bits per " in cv.heatmap_range(results, 0, "video") and " px cell (video max" in cv.heatmap_range(
+        results, 0, "video"
+    )
     assert cv.cell_area_note(results[0]) == "mb_bit_cost / 256 px"
     assert cv.cell_area_note(results[3]) == "residual (per px)"
 
@@ -183,6 +187,14 @@ def test_tables_settings_and_choices(opened) -> None:
     assert len(table) == 4 and headers[0] == "variant" and [r[0] for r in table] == stored.labels
     assert table[3][1] == "residual" and table[3][-1] == "–"  # no fast reader for AV1
     assert table[0][10] == round(float(stored.metrics["psnr_y_db"][0]), 2)
+    # Shares are fractions 0–1, as the dataset tab shows temporal_coverage (issue 27 item 20).
+    for name, column in (
+        ("time covered (share of frames)", "time_covered_share"),
+        ("blocks kept (share)", "kept_block_share"),
+    ):
+        values = [r[headers.index(name)] for r in table]
+        assert values == stored.metrics[column].round(3).tolist() and all(0 <= v <= 1 for v in values)
+    assert not [h for h in headers if "%" in h]
     headers, pairs = cv.prepare_pair_table(stored)
     assert len(pairs) == 6 and pairs[0][0] == f"{stored.labels[0]} vs {stored.labels[1]}"
     assert pairs[0][1] == round(float(stored.pairs["jaccard"][0]), 3)

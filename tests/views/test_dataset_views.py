@@ -61,3 +61,20 @@ def test_failures_and_status() -> None:
     status = dv.prepare_status(ROWS, shown=1, source="batch.parquet", where="status = 'done'")
     assert status.startswith("**batch.parquet**: 3 videos (1 done, 1 skipped, 1 failed)")
     assert "**1** match `status = 'done'`" in status
+
+
+# Issue 27 items 19, 20: titles fit their third of the figure; the share convention is stated.
+def test_the_dataset_histograms_titles_fit():
+    import pandas as pd
+
+    from views import dataset as dv
+    from views.figure_style import SCREEN_FULL_WIDTH_PX, text_width_px
+
+    fig = dv.prepare_histograms(
+        pd.DataFrame({"status": ["done"], "valid_tokens": [5], "temporal_coverage": [0.25]})
+    )
+    # Each subplot title is centred over its third of the plot: it must fit that third.
+    third = (SCREEN_FULL_WIDTH_PX - fig.layout.margin.l - fig.layout.margin.r) / len(dv.HISTOGRAMS)
+    for note in fig.layout.annotations:
+        assert text_width_px(note.text, size_px=note.font.size or 16) <= third, note.text
+    assert "0–1" in fig.layout.xaxis2.title.text  # the share convention, stated

@@ -21,6 +21,7 @@ from backend.luma import (
     correct_frames,
     fit_and_evaluate,
 )
+from views import figure_style as fs
 from views import luma as luma_view
 
 H3 = LatentWindowGeometry()
@@ -172,7 +173,15 @@ def test_gain_scatter_plots_every_steady_cell_and_the_fitted_line(analysis) -> N
     assert "every" in capped.layout.title.text
     # Ordinals are English ("every 2th" was printed before).
     half = luma_view.prepare_gain_scatter(report, max_points=(total + 1) // 2)
-    assert f"(every 2nd of {total} cells shown)" in half.layout.title.text
+    title = half.layout.title
+    assert f"(every 2nd of {total} cells shown)" in title.text.replace("<br>", " ")
+    # Issue 27 item 19: the title ran off the half-width figure ("…(every 2nd of 1"). Wrapped, every
+    # line fits the figure at its narrowest on screen, right of where the title starts.
+    room = fs.SCREEN_HALF_WIDTH_PX * (1 - title.x) - 10
+    lines = title.text.split("<br>")
+    assert len(lines) >= 2 and all(fs.text_width_px(line, size_px=title.font.size) <= room for line in lines)
+    assert fs.text_width_px(title.text.replace("<br>", " "), size_px=title.font.size) > room
+    assert half.layout.margin.t >= 60 + 1.3 * title.font.size * (len(lines) - 1)
 
 
 def test_summary_and_stored_choices_name_the_inputs(analysis) -> None:

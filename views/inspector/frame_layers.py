@@ -85,13 +85,13 @@ def _spec_group_index(result: RunResult, row: int) -> int | None:
 
 def _info(result: RunResult, row: int, kept_count: int, is_anchor: bool) -> dict[str, Any]:
     info = result.info
-    fid, pts_secs, pict = frame_facts(result, row)
+    fid, time_secs, pict = frame_facts(result, row)
     in_packets = 0 <= fid < info.packet_size_bytes.size
     moved_from = next((a for a, b in result.candidates.moved if b == fid), None)
     reason = result.quality.reasons[row]
     return {
         "frame_index": fid,
-        "pts_secs": pts_secs,
+        "time_secs": time_secs,
         "pict_type": pict,
         "size_bytes": int(info.packet_size_bytes[fid]) if in_packets else None,
         "candidate_row": row,
@@ -115,8 +115,8 @@ def prepare_frame_layers(result: RunResult, row: int, options: LayerOptions | No
     Returns
     -------
     FrameLayers with ``image`` (H, W, 3) uint8 RGB, a legend when the heatmap is on, and the
-    info-panel dict (frame_index, pts_secs, pict_type, size_bytes, candidate_row, moved_from,
-    group_index, is_anchor, kept_blocks, bad_reason).
+    info-panel dict (frame_index, time_secs (seconds from the first frame), pict_type, size_bytes,
+    candidate_row, moved_from, group_index, is_anchor, kept_blocks, bad_reason).
     """
     check_row(result, row)
     plan = cached_plan(result, options or LayerOptions())

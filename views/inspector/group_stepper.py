@@ -71,19 +71,39 @@ def stop_step(result: RunResult, group_index: int) -> ReadinessStep | None:
     return next((s for s in steps if s.decision == "stop"), steps[-1] if steps else None)
 
 
-def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
+VIEWED_NAME = "viewed"
+"""The shape marking the viewed candidate on a readiness trace."""
+READINESS_HEIGHT_PX = 560
+_ROWS = {"score": [0.62, 1.0], "bins": [0.31, 0.55], "gain": [0.0, 0.24]}
+"""y domains of the three rows: top-K sum against the threshold, bins, marginal gain."""
+
+
+def viewed_x(row: int) -> int:
+    """Where candidate ``row`` sits on a readiness trace: the window end once it was added
+    (window ends are exclusive candidate indices)."""
+    return int(row) + 1
+
+
+def prepare_readiness_plot(
+    result: RunResult, group_index: int, *, viewed_row: int | None = None
+) -> go.Figure:
     """The readiness trace of one group.
 
     Parameters
     ----------
     result : a finished run.
     group_index : a group of ``result.groups.specs``.
+    viewed_row : the candidate row the viewer shows; marked when it is in this group.
 
     Returns
     -------
-    Figure with x = window end (exclusive candidate index). Row 1: ``top-K sum`` (line),
-    ``threshold`` (horizontal line), ``covered bins`` and ``needed bins`` (secondary y), and the
-    ``stop decision`` marker. Row 2: ``marginal gain`` per step. Without a trace (fixed or
+    Figure with x = window end (exclusive candidate index), three rows sharing it, each with one
+    meaning and its own y axis. Row 1 (``y``): ``top-K sum`` (line with markers) against the
+    ``threshold`` (dashed black, drawn over it). Row 2 (``y2``, whole-number ticks from 0):
+    ``covered bins`` (solid step line) against ``needed bins`` (dotted, another colour, drawn
+    over it). Row 3 (``y3``): ``marginal gain`` per step. The ``stop decision`` star sits on
+    the top-K sum. The viewed candidate is a vertical line named :data:`VIEWED_NAME` at
+    :func:`viewed_x` over every row (``layout.meta.viewed_row``). Without a trace (fixed or
     adaptive_gop grouping) the figure holds one annotation saying so and no traces.
     """
     indices = [s.group_index for s in result.groups.specs]
@@ -98,15 +118,27 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
     ends = [s.end for s in steps]
     frames = [s.frame_index_added for s in steps]
     hover = "end %{x} · frame %{customdata}<br>%{y:.4g}<extra>%{fullData.name}</extra>"
-    # (field, name, mode, line style, y axis): row 1 is y (and y2 on the right), row 2 is y3.
+    # (field, name, mode, line style, axes). The references (threshold, needed bins) come after
+    # the values they are read against, so where the two are equal the reference is drawn on top.
     lines = (
-        ("topk_sum", "top-K sum", "lines+markers", {"color": series_colour(0)}, "y"),
-        ("threshold", "threshold", "lines", {"dash": "dash", "color": COLOURS["threshold"]}, "y"),
-        ("covered_bins", "covered bins", "lines+markers", {"shape": "hv", "color": COLOURS["P"]}, "y2"),
-        ("needed_bins", "needed bins", "lines", {"shape": "hv", "color": COLOURS["P"], "dash": "dot"}, "y2"),
+        ("topk_sum", "top-K sum", "lines+markers", {"color": series_colour(0), "width": 2}, "y"),
+        ("threshold", "threshold", "lines", {"dash": "dash", "color": COLOURS["threshold"], "width": 2}, "y"),
+        (
+            "covered_bins",
+            "covered bins",
+            "lines+markers",
+            {"shape": "hv", "color": COLOURS["P"], "width": 3},
+            "y2",
+        ),
+        (
+            "needed_bins",
+            "needed bins",
+            "lines",
+            {"shape": "hv", "color": COLOURS["threshold"], "dash": "dot", "width": 2},
+            "y2",
+        ),
     )
-    # Plain dicts (views.figure_style.plain_figure) laid out as make_subplots lays out two rows
-    # sharing x, the top one with a secondary y: the app redraws this on every re-selection.
+    # Plain dicts (views.figure_style.plain_figure): the app redraws this on every re-selection.
     traces: list[dict[str, Any]] = [
         {
             "type": "scatter",
@@ -117,7 +149,7 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
             "name": name,
             "customdata": frames,
             "hovertemplate": hover,
-            "xaxis": "x",
+            "xaxis": "x" if yaxis == "y" else "x2",
             "yaxis": yaxis,
         }
         for field, name, mode, line, yaxis in lines
@@ -131,7 +163,7 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
             "marker": {"color": [COLOURS["passed"] if s.passed else COLOURS["failed"] for s in steps]},
             "customdata": frames,
             "hovertemplate": hover,
-            "xaxis": "x2",
+            "xaxis": "x3",
             "yaxis": "y3",
         }
     )
@@ -141,46 +173,83 @@ def prepare_readiness_plot(result: RunResult, group_index: int) -> go.Figure:
     traces.append(marker)
     # Bins are counts: whole-number ticks from 0 (exports showed 0.136 … 3.191 here).
     bins_top = max(max(s.covered_bins, s.needed_bins) for s in steps)
-    layout = _readiness_layout(group_index, note, bins_top)
+    x_range = [spec.start + 0.5, max(spec.end, max(ends)) + 0.5]
+    layout = _readiness_layout(group_index, note, bins_top, x_range)
+    if viewed_row is not None and spec.start <= int(viewed_row) < spec.end:
+        layout["shapes"] = [_viewed_shape(result, int(viewed_row), x_range)]
+        # The page moves the mark as the viewer steps within the group (page.js L.cursor).
+        layout["meta"] = {"viewed_row": int(viewed_row), "group_rows": [int(spec.start), int(spec.end)]}
     return plain_figure(traces, layout)
 
 
-def _readiness_layout(group_index: int, note: dict[str, Any], bins_top: int) -> dict[str, Any]:
-    """The readiness plot's layout: two rows sharing x, the top one with the bins on a secondary y
-    (whole-number ticks from 0 up to ``bins_top``), ``note`` the stop decision's annotation."""
+def _viewed_shape(result: RunResult, row: int, x_range: list[float]) -> dict[str, Any]:
+    """The vertical line at the viewed candidate, over all three rows, labelled with its frame;
+    the label runs into the plot from the line (rightwards in the left half of ``x_range``)."""
+    frame_index = int(result.candidates.frame_indices[row])
+    left_half = viewed_x(row) <= (x_range[0] + x_range[1]) / 2
+    return {
+        "type": "line",
+        "name": VIEWED_NAME,
+        "xref": "x",
+        "yref": "paper",
+        "x0": viewed_x(row),
+        "x1": viewed_x(row),
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": COLOURS["anchor"], "width": 3},
+        "layer": "below",
+        # Level text just above the line's top end, in the top margin clear of the stop decision's
+        # note (plotly turns a vertical line's label along it by default: it ran out of the figure).
+        "label": {
+            "text": f"viewed: candidate {row} (frame {frame_index})",
+            "textposition": "end",
+            "textangle": 0,
+            "font": {"size": 11, "color": "#333333"},
+            "xanchor": "left" if left_half else "right",
+            "yanchor": "bottom",
+        },
+    }
+
+
+def _readiness_layout(
+    group_index: int, note: dict[str, Any], bins_top: int, x_range: list[float]
+) -> dict[str, Any]:
+    """The readiness plot's layout: three rows sharing x (``x_range``), the bins' axis with
+    whole-number ticks from 0 up to ``bins_top``, ``note`` the stop decision's annotation."""
     x_style, y_style = axis_style(x=True), axis_style()
+    x_shared = x_style | {"domain": [0.0, 1.0], "range": x_range, "showticklabels": False}
     return merged(
         style_layout(),
         {
             "title": {"text": f"group {group_index}: readiness trace"},
+            "height": READINESS_HEIGHT_PX,
             "hovermode": "x unified",
-            "margin": {"l": 60, "r": 60, "t": 50, "b": 10},
+            "margin": {"l": 70, "r": 20, "t": 50, "b": 10},
             "annotations": [note],
-            "xaxis": x_style
-            | {"anchor": "y", "domain": [0.0, 0.94], "matches": "x2", "showticklabels": False},
-            "xaxis2": merged(
+            "xaxis": x_shared | {"anchor": "y"},
+            "xaxis2": x_shared | {"anchor": "y2", "matches": "x"},
+            "xaxis3": merged(
                 x_style,
                 {
                     "anchor": "y3",
-                    "domain": [0.0, 0.94],
+                    "domain": [0.0, 1.0],
+                    "range": x_range,
+                    "matches": "x",
                     "title": {"text": "window end (candidate index, exclusive)"},
                 },
             ),
             "yaxis": merged(
-                y_style, {"anchor": "x", "domain": [0.342, 1.0], "title": {"text": "top-K block score sum"}}
+                y_style,
+                {"anchor": "x", "domain": _ROWS["score"], "title": {"text": "top-K block<br>score sum"}},
             ),
             "yaxis2": merged(
                 y_style,
-                {
-                    "anchor": "x",
-                    "overlaying": "y",
-                    "side": "right",
-                    "title": {"text": "time bins"},
-                    "showgrid": False,
-                }
+                {"anchor": "x2", "domain": _ROWS["bins"], "title": {"text": "time bins"}}
                 | integer_axis_props(bins_top),
             ),
-            "yaxis3": merged(y_style, {"anchor": "x2", "domain": [0.0, 0.282], "title": {"text": "gain"}}),
+            "yaxis3": merged(
+                y_style, {"anchor": "x3", "domain": _ROWS["gain"], "title": {"text": "marginal<br>gain"}}
+            ),
         },
     )
 
@@ -234,7 +303,10 @@ def _stop_marker(stop: ReadinessStep, stop_reason: str) -> tuple[dict[str, Any],
         "text": f"{stop.decision}: {stop_reason}",
         "showarrow": True,
         "arrowhead": 2,
-        "ax": -60,
+        # The stop is often the trace's last point, at the right edge: the text ends left of it
+        # (centred on the arrow's tail it ran off the figure).
+        "ax": -20,
         "ay": -30,
+        "xanchor": "right",
     }
     return marker, note

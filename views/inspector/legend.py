@@ -16,7 +16,7 @@ from backend.render import (
     colormap_lut,
 )
 from backend.render.heatmap import video_block_max, video_raw_max
-from views.inspector.readout import signal_unit
+from views.inspector.readout import heat_unit
 
 # (layer flag, colour, name, meaning)
 _ENTRIES = (
@@ -79,12 +79,11 @@ def prepare_heat_legend(result: RunResult, options: LayerOptions) -> str:
         else:
             low, high = "0", "1 = this frame's highest block score"
     else:
-        grid = next((g for g in result.decoded.grids if g is not None), None)
-        cell = None if grid is None else geo.orig_hw[1] / grid.shape[1]
-        unit = signal_unit(result, cell)
+        unit = heat_unit(result)
         if options.scale == "video":
             what = f"raw signal, {unit}, log scale"
-            low, high = "0", f"{video_raw_max(result):.6g} = the run's highest cell"
+            # The number carries its unit: a bare "97.46" said nothing of what it counts.
+            low, high = "0", f"{video_raw_max(result):.6g} {unit} = the run's highest cell"
         else:
             what = f"signal per cell ({unit}), log1p and divided by the frame's 99th percentile"
             low, high = "0", "1 = the frame's 99th percentile"

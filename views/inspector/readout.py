@@ -31,6 +31,20 @@ def signal_unit(result: RunResult, cell_px: float | None) -> str:
     return f"bits{size}" if "bit" in key or key == "bitcost" else f"{key}{size}"
 
 
+def heat_unit(result: RunResult, *, per_px: bool = False) -> str:
+    """The unit of the run's raw heatmap signal: per grid cell (``bits per 16×16 px cell``), or,
+    with ``per_px``, per pixel as the compare tab's ``all`` scale divides it (``bits/px``). The
+    signals other than bitcost are per-pixel means already (:data:`SIGNAL_UNITS`)."""
+    key = result.decoded.grid_key
+    if key in SIGNAL_UNITS:
+        return SIGNAL_UNITS[key]
+    bits = "bit" in key or key == "bitcost"
+    if per_px:
+        return "bits/px" if bits else f"{key} per px"
+    grid = next((g for g in result.decoded.grids if g is not None), None)
+    return signal_unit(result, None if grid is None else result.geometry.orig_hw[1] / grid.shape[1])
+
+
 def _cells_table(block: dict[str, Any]) -> str:
     """The raw grid values under the block, laid out as they sit on the frame."""
     cells, values = block["bitcost_cells"], block["bitcost"]

@@ -6,15 +6,48 @@ import html
 
 import numpy as np
 
+from backend.codecs import canonical_codec
 from backend.pipeline import RunResult
+from backend.records import VideoInfo
 from views.wording import plural
+
+SAR_TOLERANCE = 0.01
+"""Pixel aspects within 1 % of square are not called anamorphic. Such ratios (427:426 is 0.2 %)
+are rounding left by an encoder that derived the SAR from a display size; 1 % of a 720 px row
+is 7 px, which no one sees, while the smallest real anamorphic formats are far off square
+(PAL 16:15 is 6.7 %, NTSC 10:11 9 %)."""
+CODEC_LABELS: dict[str, str] = {
+    "h264": "H.264",
+    "hevc": "HEVC",
+    "vp8": "VP8",
+    "vp9": "VP9",
+    "av1": "AV1",
+    "mpeg4": "MPEG-4 Part 2",
+    "mpeg2video": "MPEG-2",
+}
+"""How the summary names each codec (``backend.codecs.canonical_codec`` names)."""
+
+
+def codec_label(codec_name: str) -> str:
+    """The codec a probed name stands for, as readers name it, and the decoder when the probe
+    named one: ``libdav1d`` → ``AV1 (decoder libdav1d)``, ``h264`` → ``H.264``."""
+    codec = canonical_codec(codec_name)
+    label = CODEC_LABELS.get(codec, codec.upper())
+    return label if codec == codec_name.lower() else f"{label} (decoder {codec_name})"
+
+
+def is_anamorphic(info: VideoInfo) -> bool:
+    """Whether the pixel aspect (SAR) is more than :data:`SAR_TOLERANCE` from square."""
+    num, den = info.sample_aspect_ratio
+    return abs(num / max(1, den) - 1.0) > SAR_TOLERANCE
 
 
 def aspect_note(result: RunResult) -> str:
-    """How the frames are stored and shown, for anamorphic video ('' for square pixels)."""
+    """How the frames are stored and shown, for anamorphic video ('' for pixels within
+    :data:`SAR_TOLERANCE` of square)."""
     info = result.info
     num, den = info.sample_aspect_ratio
-    if num == den:
+    if not is_anamorphic(info):
         return ""
     h, w = result.geometry.processed_hw
     return (
@@ -23,19 +56,18 @@ def aspect_note(result: RunResult) -> str:
     )
 
 
-def prepare_summary(
-    result: RunResult, *, pipeline_secs: float | None = None, reopen_secs: float | None = None
-) -> str:
+def prepare_summary(result: RunResult, *, pipeline_secs: float | None = None, provenance: str = "") -> str:
     """Markdown with the run's headline figures and every warning that fired.
 
     ``pipeline_secs``: the stored run's pipeline time (default: the result's own total);
-    ``reopen_secs``: what reopening it cost, shown apart when given.
+    ``provenance``: where the run on screen comes from (computed now, or a stored run reopened
+    and at what cost), shown in brackets after the pipeline time when given.
     """
     info = result.info
     total = result.timings_secs.get("total", 0.0) if pipeline_secs is None else pipeline_secs
-    reopen = "" if reopen_secs is None else f" (reopened from the cache in {reopen_secs:.2f} s)"
+    reopen = f" ({provenance})" if provenance else ""
     lines = [
-        f"**{info.path}** — {info.codec_name} {info.width}×{info.height}, {info.fps:.4g} fps, "
+        f"**{info.path}** — {codec_label(info.codec_name)} {info.width}×{info.height}, {info.fps:.4g} fps, "
         f"{info.total_frames} frames ({info.frame_count_source})",
         "",
         f"Profile **{result.options.profile}**: {result.candidates.frame_indices.size} candidates → "

@@ -21,6 +21,7 @@ from views.figure_style import (
     plain_figure,
     style_layout,
 )
+from views.inspector.keyframe_notes import avoidance_notes, moved_off
 
 PICT_COLOURS: dict[str, str] = {k: COLOURS[k] for k in ("I", "P", "B", "?")}
 PICT_NAMES: dict[str, str] = {"I": "I", "P": "P", "B": "B", "?": "type unknown"}
@@ -88,7 +89,8 @@ def prepare_timeline(
     ``groups``, ``meta.group_index`` its group; the legend shows the first); one bar trace per
     picture type (named by :data:`PICT_NAMES`) holding packet sizes, one frame wide with no gaps; a
     ``candidates`` rug of thin ticks along the top (every unique candidate frame); ``moved
-    keyframes`` (from → to segments) when avoidance moved any; ``kept blocks`` (line, secondary
+    keyframes`` (from → to segments, one per keyframe avoidance moved off the candidates, see
+    :func:`views.inspector.keyframe_notes.moved_off`) when there are any; ``kept blocks`` (line, secondary
     y) and ``anchors`` (stars at 0, secondary y). Both y axes start at 0 at the same height;
     kept blocks use whole-number ticks. Every trace has ``customdata`` = frame_index.
     """
@@ -103,7 +105,7 @@ def prepare_timeline(
     # Plain dicts (views.figure_style.plain_figure): the app redraws this on every re-selection.
     # Traces on the secondary axis name it: y2 overlays y on the right, as make_subplots lays out.
     traces = _group_spans(result, cand, lo, hi, top=float(byte_top))  # first: the bars draw over them
-    traces += _packet_bars(sizes, frame_pict_types(result), shown)
+    traces += _packet_bars(sizes, frame_pict_types(result), shown, _bar_notes(result, lo, hi))
     traces += _candidates(result, cand, sizes, lo, hi, rug_y=RUG_HEIGHT * byte_top)
     kept_traces, kept_top = _kept_and_anchors(result, cand, lo, hi)
     traces += kept_traces
@@ -194,8 +196,20 @@ def _group_spans(
     return traces
 
 
-def _packet_bars(sizes: np.ndarray, types: np.ndarray, shown: np.ndarray) -> list[dict[str, Any]]:
-    """One bar trace of packet sizes per picture type present among the ``shown`` frames."""
+def _bar_notes(result: RunResult, lo: int, hi: int) -> dict[int, str]:
+    """frame_index → its keyframe-avoidance note, for the keyframes and move targets in [lo, hi)."""
+    frames = {int(k) for k in result.info.keyframe_indices}
+    frames |= {int(k) for k in result.candidates.keyframe_indices}
+    frames |= {int(b) for _, b in result.candidates.moved}
+    shown = [f for f in sorted(frames) if lo <= f < hi]
+    return {f: n for f, n in zip(shown, avoidance_notes(result, shown), strict=True) if n}
+
+
+def _packet_bars(
+    sizes: np.ndarray, types: np.ndarray, shown: np.ndarray, notes: dict[int, str]
+) -> list[dict[str, Any]]:
+    """One bar trace of packet sizes per picture type present among the ``shown`` frames; a bar's
+    hover adds its frame's keyframe-avoidance note (``notes``)."""
     traces = []
     for pict, colour in PICT_COLOURS.items():
         frame_index = shown[types[shown] == pict]
@@ -214,7 +228,10 @@ def _packet_bars(sizes: np.ndarray, types: np.ndarray, shown: np.ndarray) -> lis
                 # own points, so two I-frames far apart would cover the whole plot.
                 "width": 1.0,
                 "customdata": frame_index,
-                "hovertemplate": "frame %{customdata}<br>%{y} bytes<extra>" + pict + " frame</extra>",
+                "hovertext": [f"<br>{notes[f]}" if f in notes else "" for f in frame_index.tolist()],
+                "hovertemplate": "frame %{customdata}<br>%{y} bytes%{hovertext}<extra>"
+                + pict
+                + " frame</extra>",
                 "meta": {"kind": "packet_size"},
             }
         )
@@ -230,9 +247,12 @@ def _candidates(
     *,
     rug_y: float,
 ) -> list[dict[str, Any]]:
-    """The ``candidates`` rug and, when keyframes moved, the ``moved keyframes`` segments."""
+    """The ``candidates`` rug and, when avoidance moved keyframes off the candidates, the ``moved
+    keyframes`` segments: one per keyframe moved off, however often it was sampled; a keyframe the
+    refill put back is a candidate and is not marked. Hover texts say what the info line says."""
     n_frames = sizes.size
     unique_cand = np.unique(cand[(cand >= lo) & (cand < hi)])
+    notes = avoidance_notes(result, unique_cand.tolist())
     rug = {
         "type": "scatter",
         "x": unique_cand,
@@ -248,15 +268,18 @@ def _candidates(
         },
         "name": "candidates",
         "customdata": unique_cand,
-        "hovertemplate": "candidate frame %{customdata}<extra></extra>",
+        "hovertext": [f" · {n}" if n else "" for n in notes],
+        "hovertemplate": "candidate frame %{customdata}%{hovertext}<extra></extra>",
         "meta": {"kind": "candidates"},
     }
-    moved = [(int(a), int(b)) for a, b in result.candidates.moved if lo <= a < hi or lo <= b < hi]
+    moved = [(a, b) for a, b in moved_off(result.candidates) if lo <= a < hi or lo <= b < hi]
     if not moved:
         return [rug]
     xs: list[int | None] = []
-    for a, b in moved:
+    texts: list[str] = []
+    for (a, b), note in zip(moved, avoidance_notes(result, [b for _, b in moved]), strict=True):
         xs += [a, b, None]
+        texts += [f"keyframe {a}: moved to frame {b}", f"frame {b}: {note}", ""]
     ys = [None if x is None else (int(sizes[x]) if 0 <= x < n_frames else None) for x in xs]
     segments = {
         "type": "scatter",
@@ -271,7 +294,8 @@ def _candidates(
         "line": {"color": COLOURS["moved"], "dash": "dot"},
         "name": "moved keyframes",
         "customdata": xs,
-        "hovertemplate": "frame %{customdata}<extra>moved keyframe</extra>",
+        "hovertext": texts,
+        "hovertemplate": "%{hovertext}<extra>keyframe avoidance</extra>",
         "meta": {"kind": "moved_keyframes", "moved": [list(m) for m in moved]},
     }
     return [rug, segments]

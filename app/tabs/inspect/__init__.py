@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from app.tabs.inspect.handlers import (
     VIEW_OUTPUTS,
+    LastViewed,
     ViewOutputs,
     follow_group,
     info_of,
@@ -44,6 +45,7 @@ __all__ = [
     "CodecSides",
     "FrameRequest",
     "InspectTab",
+    "LastViewed",
     "LiveRoute",
     "SharedControls",
     "SourceFrames",

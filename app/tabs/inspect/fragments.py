@@ -74,18 +74,70 @@ def _shown(value: Any) -> Any:
     return round(value) if digits == 0 else round(value, digits)
 
 
+GROUP_COLUMNS: dict[str, str] = {
+    "group_index": "group",
+    "candidate_start": "cand.<br>start",
+    "candidate_end": "cand.<br>end",
+    "first_frame_index": "first<br>frame",
+    "last_frame_index": "last<br>frame",
+    "length": "cands",
+    "anchor_frame_index": "anchor<br>frame",
+    "stop_reason": "stop reason",
+    "threshold": "threshold",
+    "kept_blocks": "kept<br>blocks",
+    "skipped": "skipped",
+}
+"""Header of each groups-table column: short words on two lines, so all eleven fit the half-width
+column the table sits in; each header's tooltip is the field's name (views.inspector.group_stepper)."""
+GROUP_COLUMN_NOTES: dict[str, str] = {
+    "candidate_start": "first candidate row",
+    "candidate_end": "candidate row after the last, exclusive",
+    "length": "candidates in the group",
+    "threshold": "readiness threshold its trace used",
+    "skipped": "not selected from (parity profile)",
+}
+# Inline: the page's stylesheet (app.main.CSS) keeps table cells on one line, which is what made
+# the row wider than its column. Headers and the stop reason may wrap; numbers stay whole.
+_TABLE_STYLE = "width: 100%; font-size: 12px"
+_HEAD_STYLE = (
+    "white-space: normal; vertical-align: bottom; hyphens: manual; line-height: 1.15; padding: 2px 3px"
+)
+_CELL_STYLE = "padding: 2px 3px"
+_WRAP_STYLE = f"{_CELL_STYLE}; white-space: normal; text-align: left"
+
+
+def _cell(key: str, value: Any) -> str:
+    """One table cell: numbers as :func:`_shown` reads them, yes/no for flags, – for none, the
+    stop reason breakable after its underscores (it keeps them: it is the stored name)."""
+    if key == "stop_reason":
+        text = "_<wbr>".join(html.escape(part) for part in str(value).split("_"))
+        return f'<td style="{_WRAP_STYLE}">{text}</td>'
+    if isinstance(value, bool):
+        text = "yes" if value else "no"
+    else:
+        text = "–" if value is None else html.escape(str(_shown(value)))
+    return f'<td style="{_CELL_STYLE}">{text}</td>'
+
+
 def groups_table_html(rows: list[dict[str, Any]], current: int | None = None) -> str:
-    """The groups table (one row per group, numbers as :func:`_shown` reads them), the viewed
-    group's row marked; the page moves the mark as the viewer moves (inspect_src.js)."""
+    """The groups table (one row per group, every field of
+    ``views.inspector.group_stepper.prepare_group_table``, headed by :data:`GROUP_COLUMNS`), the
+    viewed group's row marked; the page moves the mark as the viewer moves (inspect_src.js)."""
     if not rows:
         return '<div class="lens-groups">No groups.</div>'
-    head = "".join(f"<th>{html.escape(str(k))}</th>" for k in rows[0])
+    head = ""
+    for key in rows[0]:
+        tip = key + (f" ({GROUP_COLUMN_NOTES[key]})" if key in GROUP_COLUMN_NOTES else "")
+        label = GROUP_COLUMNS.get(key, html.escape(key))
+        head += (
+            f'<th title="{html.escape(tip)}" data-key="{html.escape(key)}" style="{_HEAD_STYLE}">{label}</th>'
+        )
     body = ""
     for r in rows:
         mark = ' class="lens-current"' if r["group_index"] == current else ""
-        cells = "".join(f"<td>{html.escape(str(_shown(v)))}</td>" for v in r.values())
+        cells = "".join(_cell(k, v) for k, v in r.items())
         body += f'<tr data-group="{r["group_index"]}"{mark}>{cells}</tr>'
-    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table = f'<table style="{_TABLE_STYLE}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
     return f'<div class="lens-groups">{table}</div>'
 
 

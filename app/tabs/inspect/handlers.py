@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 import gradio as gr
@@ -20,6 +22,10 @@ if TYPE_CHECKING:
     from backend.store.runs import RunRow
 
 T = TypeVar("T")
+
+APP_STARTED_AT = datetime.now(timezone.utc).replace(tzinfo=None)
+"""When this app's process started, in UTC without a zone (as the store's timestamps): a run
+created since was computed while it ran, not a stored run it reopened."""
 
 
 class ViewOutputs(NamedTuple, Generic[T]):
@@ -87,15 +93,65 @@ def legends_of(
     return prepare_colour_legend(opts, kinds, note), prepare_heat_legend(result, opts)
 
 
-def summary_of(ws: Workspace, run_id: str, result: RunResult, stored_row: RunRow | None = None) -> str:
-    """The run's summary with its stored pipeline time, and what reopening it cost when that differs
-    (``stored_row``: the run's store row when the caller has it)."""
+def summary_of(
+    ws: Workspace,
+    run_id: str,
+    result: RunResult,
+    stored_row: RunRow | None = None,
+    *,
+    app_started_at: datetime | None = None,
+) -> str:
+    """The run's summary with its stored pipeline time and where the run comes from: computed
+    since this app started (``app_started_at``, default :data:`APP_STARTED_AT`), or a stored run
+    reopened from the cache, with what reopening it cost (``stored_row``: the run's store row
+    when the caller has it)."""
     from views.inspector import run_summary
 
-    stored = (stored_row or ws.store.get_run(run_id)).timings.get("total")
-    shown = result.timings_secs.get("total")
-    reopen = shown if stored is not None and shown is not None and abs(shown - stored) > 1e-3 else None
-    return run_summary.prepare_summary(result, pipeline_secs=stored, reopen_secs=reopen)
+    row = stored_row or ws.store.get_run(run_id)
+    stored = row.timings.get("total")
+    note = provenance_note(row, result, app_started_at or APP_STARTED_AT)
+    return run_summary.prepare_summary(result, pipeline_secs=stored, provenance=note)
+
+
+def provenance_note(row: RunRow, result: RunResult, app_started_at: datetime) -> str:
+    """Where the run on screen comes from, in words: ``computed at HH:MM:SS UTC`` for a run
+    created since ``app_started_at``, else ``stored run computed <date>, reopened from the cache
+    in N s`` (a worker computes a new run and the app then opens it from the cache too, which is
+    not a reopened run); '' without a creation time."""
+    created = row.created_at
+    if created is None:
+        return ""
+    if created >= app_started_at:
+        return f"computed at {created:%H:%M:%S} UTC"
+    stored, shown = row.timings.get("total"), result.timings_secs.get("total")
+    note = f"stored run computed {created:%Y-%m-%d %H:%M} UTC"
+    if stored is not None and shown is not None and abs(shown - stored) > 1e-3:
+        note += f", reopened from the cache in {shown:.2f} s"
+    return note
+
+
+@dataclass
+class LastViewed:
+    """The run a page of this app showed last: a new page opens it (``fallback``, the run the
+    app started on, until a page showed one)."""
+
+    fallback: str | None = None
+    run_id: str | None = None
+
+    def saw(self, run_id: str) -> None:
+        """A page now shows run ``run_id``."""
+        if run_id:
+            self.run_id = run_id
+
+    def to_open(self, ws: Workspace) -> str | None:
+        """The run a new page opens: the last one shown while it is still stored, else ``fallback``."""
+        if self.run_id:
+            try:
+                if ws.store.get_run(self.run_id).status == "done":
+                    return self.run_id
+            except CodecLensError:
+                pass  # gone from the store (another session file, a deleted run): the fallback
+        return self.fallback
 
 
 def _view_drawers(
@@ -127,7 +183,9 @@ def _view_drawers(
         groups_table=lambda: groups_table_html(group_stepper.prepare_group_table(result), group),
         group_pick=lambda: gr.update(choices=[s.group_index for s in specs], value=group),
         readiness_plot=lambda: (
-            "" if group is None else figure_json(group_stepper.prepare_readiness_plot(result, group))
+            ""
+            if group is None
+            else figure_json(group_stepper.prepare_readiness_plot(result, group, viewed_row=row))
         ),
         shown_run=lambda: run_id,
         video_path=lambda: gr.update(value=stored.video_path),
@@ -219,7 +277,8 @@ def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
         spec = specs[int(group)]
     except (KeyError, TypeError, ValueError) as exc:
         raise gr.Error(f"Run {run_id} has no group {group!r}: its groups are 0 to {len(specs) - 1}.") from exc
-    return figure_json(group_stepper.prepare_readiness_plot(result, spec.group_index)), spec.start
+    plot = group_stepper.prepare_readiness_plot(result, spec.group_index, viewed_row=spec.start)
+    return figure_json(plot), spec.start
 
 
 def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tuple[Any, Any]:
@@ -233,7 +292,9 @@ def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tu
         return gr.update(), gr.update()
     result = result_of(ws, run_id)
     n = int(result.candidates.frame_indices.size)
-    group = group_of_row(result, min(max(int(row or 0), 0), n - 1))
+    viewed = min(max(int(row or 0), 0), n - 1)
+    group = group_of_row(result, viewed)
     if group is None or str(shown_group) == str(group):
         return gr.update(), gr.update()
-    return gr.update(value=group), figure_json(group_stepper.prepare_readiness_plot(result, group))
+    plot = group_stepper.prepare_readiness_plot(result, group, viewed_row=viewed)
+    return gr.update(value=group), figure_json(plot)

@@ -27,13 +27,15 @@ STEP_BUTTONS = (
     ("next_group", "group ▶▶"),
     ("end", "last ▶|"),
 )
-HEAT_CHOICES = (("2×2-block score (ranked)", "block"), ("signal per codec cell", "signal"))
+HEAT_CHOICES = (("2×2-block score (ranked)", "block"), ("signal per codec cell", "cell"))
 PLOTS = ("timeline", "signal_plots", "readiness_plot")
 """The inspector's plots (each a view output and its gr.Plot's elem_id). The server sends each
 figure as JSON text to a hidden box (``#<name>_fig``) and the page draws it (inspect_plot.js): Gradio
 6 remounts a gr.Plot on every new value and draws it twice (two Plotly.newPlot plus two resizes:
 Plotly ran 257 ms per live re-selection in a CPU profile, 100-150 ms since), while Plotly.react on
 the same div draws once and keeps the div (its click handler stays attached)."""
+PLOT_HEIGHT_PX = 450
+"""The height a figure without its own is drawn at (Plotly's default; inspect_plot.js)."""
 LATER_OUTPUTS = ("signal_plots",)
 """The plots below the viewer: the page draws them once the frame shows (inspect_plot.js)."""
 
@@ -159,7 +161,7 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3):
             frame, info, slider, steps = _build_viewer()
-        with gr.Column(scale=2):
+        with gr.Column(scale=2, elem_id="readout_col"):
             block = gr.HTML(
                 "Hover a block for its signal, score and rank; click to pin it.", elem_id="block_info"
             )

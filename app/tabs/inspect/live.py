@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from app.tabs.common import ui_error
-from app.tabs.inspect.handlers import VIEW_OUTPUTS, legends_of, open_view, result_of
+from app.tabs.inspect.handlers import VIEW_OUTPUTS, LastViewed, legends_of, open_view, result_of
 from app.tabs.inspect.routes import ViewSettings
 from app.tabs.option_form import OptionLayout, opened_options_json, selection_options
 from backend.errors import CodecLensError
@@ -159,11 +159,12 @@ def reselect_live_steps(
 class LiveRoute:
     """What ``/lens/reselect`` answers for: the live options, the components its answer fills, in
     order (shown_run, run_id, the view outputs without those two and the video path, the Run
-    tab's options box), and the Run tab's option layout."""
+    tab's options box), the Run tab's option layout, and what learns the run shown."""
 
     names: tuple[str, ...]
     targets: tuple[gr.components.Component, ...]
     layout: OptionLayout
+    viewed: LastViewed = field(default_factory=LastViewed)
 
 
 def reselect_route(
@@ -187,7 +188,9 @@ def reselect_route(
     try:
         if not isinstance(out[0], str):
             return {"outputs": []}, finish
-        return {"outputs": _live_outputs(ws, route, run, view, out)}, finish
+        answer = {"outputs": _live_outputs(ws, route, run, view, out)}
+        route.viewed.saw(out[0])
+        return answer, finish
     except gr.Error as exc:
         finish()
         return {"error": exc.message}, None

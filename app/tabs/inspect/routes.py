@@ -235,24 +235,20 @@ def info_fragment(ws: Workspace, run_id: str, row: int) -> str:
 
 
 def info_text_html(result: RunResult, info: dict[str, Any]) -> str:
-    """The info panel's line for one frame, as an HTML fragment: where it is, its picture type
-    and packet size, its group and role, and what keyframe avoidance did with it."""
-    pts = "–" if info["pts_secs"] is None else f"{info['pts_secs']:.3f} s"
+    """The info panel's line for one frame, as an HTML fragment: where it is (seconds from the
+    first frame), its picture type and packet size, its group and role, and what keyframe
+    avoidance did with it (``views.inspector.keyframe_notes``, the timeline's words too)."""
+    from views.inspector.keyframe_notes import avoidance_note
+
+    when = "–" if info["time_secs"] is None else f"{info['time_secs']:.3f} s"
     size = "–" if info["size_bytes"] is None else f"{info['size_bytes']} bytes"
     fid = info["frame_index"]
-    moved = ""
-    if info["moved_from"] is not None:
-        moved = f" · moved from keyframe {info['moved_from']}"
-        if info["moved_from"] in set(result.candidates.frame_indices.tolist()):
-            moved += " (refilled as a candidate too)"
-    # Only cvp's options have keyframe avoidance; other selectors' candidates list keyframes too.
-    elif getattr(result.options, "avoid_keyframes", False) and fid in set(result.candidates.keyframe_indices):
-        # As the keyframes_kept warning says: avoidance could not keep this keyframe out.
-        moved = " · keyframe kept despite avoid_keyframes"
+    note = avoidance_note(result, fid)
+    moved = f" · {note}" if note else ""
     bad = "" if not info["bad_reason"] else f" · <b>bad frame: {html.escape(str(info['bad_reason']))}</b>"
     role = "anchor (whole frame kept)" if info["is_anchor"] else f"{info['kept_blocks']} kept blocks"
     return (
-        f"candidate {info['candidate_row']} · frame {fid} · {pts} · "
+        f"candidate {info['candidate_row']} · frame {fid} · {when} · "
         f"<b>{html.escape(str(info['pict_type']))}</b> · {size} · group {info['group_index']} · "
         f"{role}{moved}{bad}"
     )

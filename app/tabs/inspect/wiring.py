@@ -10,6 +10,7 @@ import gradio as gr
 from app.static import load_js, step_js
 from app.tabs.inspect.handlers import (
     VIEW_OUTPUTS,
+    LastViewed,
     ViewOutputs,
     follow_group,
     jump,
@@ -18,7 +19,7 @@ from app.tabs.inspect.handlers import (
     show_run,
     step,
 )
-from app.tabs.inspect.layout import LATER_OUTPUTS, InspectTab, SharedControls
+from app.tabs.inspect.layout import LATER_OUTPUTS, PLOT_HEIGHT_PX, InspectTab, SharedControls
 from app.tabs.inspect.live import LiveRoute, raise_live_error
 from app.tabs.inspect.routes import ViewSettings
 from app.tabs.option_form import OptionLayout, opened_options_json
@@ -58,8 +59,10 @@ def _wire_open(
     tab: InspectTab,
     outputs: ViewOutputs[Component],
     layout: OptionLayout,
+    viewed: LastViewed,
 ) -> None:
-    """Opening a run: its view, its viewer as left, the Run tab's options and the live controls."""
+    """Opening a run: its view, its viewer as left, the Run tab's options and the live controls;
+    ``viewed`` learns the run shown (a new page opens it)."""
 
     # Every backend event costs the page a pass over the loading status of each component any
     # event ever updated (Gradio 6's update_loading_stati_state, a tree search per component):
@@ -72,6 +75,7 @@ def _wire_open(
             out = show_run(ws, r, shown, row, ViewSettings(lay, op, cm, sc, ht))
             config = ws.store.get_run(r).config
             options = opened_options_json(ws, r, layout)
+        viewed.saw(r)
         # A live re-selection (shown == r) drew the view and set the live controls itself.
         live = (gr.update(value=config[n]) if n in config and shown != r else gr.update() for n in tab.live)
         return (*out, options, *live)
@@ -94,7 +98,7 @@ def _wire_viewer(ws: Workspace, shared: SharedControls, tab: InspectTab) -> None
     rid = shared.run_id
     plots = {"timeline": tab.plot, "signal_plots": tab.signal_plot, "readiness_plot": tab.steps_plot}
     for name, box in shared.figures.items():
-        js = load_js("inspect_plot", plot=name, later=name in LATER_OUTPUTS)
+        js = load_js("inspect_plot", plot=name, later=name in LATER_OUTPUTS, height=PLOT_HEIGHT_PX)
         box.change(None, box, plots[name], js=js, api_name=False)
     src_inputs = [tab.slider, rid, tab.layers, tab.opacity, tab.colormap, tab.scale, tab.heat, shared.frames]
     src_inputs += [tab.codec, shared.groups]
@@ -147,7 +151,11 @@ def _wire_steps(ws: Workspace, shared: SharedControls, tab: InspectTab) -> None:
 
 
 def _wire_live(
-    shared: SharedControls, tab: InspectTab, outputs: ViewOutputs[Component], layout: OptionLayout
+    shared: SharedControls,
+    tab: InspectTab,
+    outputs: ViewOutputs[Component],
+    layout: OptionLayout,
+    viewed: LastViewed,
 ) -> LiveRoute:
     """Live re-selection: a change of a live control posts to ``/lens/reselect`` from the page
     (inspect_live.js) and hands the answer to Gradio as the frontend-only event's outputs."""
@@ -168,21 +176,27 @@ def _wire_live(
     shared.live_error.change(
         raise_live_error, shared.live_error, None, api_name=False, show_progress="hidden"
     )
-    return LiveRoute(names=names, targets=targets, layout=layout)
+    return LiveRoute(names=names, targets=targets, layout=layout, viewed=viewed)
 
 
 def wire_inspect_tab(
-    ws: Workspace, shared: SharedControls, tab: InspectTab, video_path: gr.Textbox, layout: OptionLayout
+    ws: Workspace,
+    shared: SharedControls,
+    tab: InspectTab,
+    video_path: gr.Textbox,
+    layout: OptionLayout,
+    viewed: LastViewed | None = None,
 ) -> LiveRoute:
     """Opening a run (which also fills the Run tab's ``video_path`` and, through
     ``shared.run_options``, the option controls ``layout`` lists), frame steps, keys, plot clicks,
-    the group stepper, legends and live re-selection.
+    the group stepper, legends and live re-selection. ``viewed`` learns every run a page shows.
 
     Returns what the ``/lens/reselect`` route answers for (app.tabs.inspect.live.reselect_route,
     registered by app.server): a live option change is re-selected there, not in a Gradio event.
     """
+    viewed = LastViewed() if viewed is None else viewed
     outputs = view_output_components(shared, tab, video_path)
-    _wire_open(ws, shared, tab, outputs, layout)
+    _wire_open(ws, shared, tab, outputs, layout, viewed)
     _wire_viewer(ws, shared, tab)
     _wire_steps(ws, shared, tab)
-    return _wire_live(shared, tab, outputs, layout)
+    return _wire_live(shared, tab, outputs, layout, viewed)

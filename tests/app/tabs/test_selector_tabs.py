@@ -149,16 +149,18 @@ def test_a_selector_comparison_with_onevision_renders_its_panes(ws: Workspace, c
     opened = compare.Comparisons(ws)
     loaded = compare.load(opened, cid, compare.PaneControls(layers=["kept"], difference=True, reference="0"))
     assert "onevision" in str(loaded[0])
-    # The difference mode on onevision's pane draws cvp's blocks on its picture, never on its bars:
-    # the 192×115 frame sits in rows 38…153 px, patch rows 2…9 when its edges are rounded to
-    # whole patches, so rows 0…31 and 160… stay black (resampling the whole square would tint them).
+    # onevision's pane shows its picture only: the 192×115 frame letterboxed into the 192 square
+    # (rows 38…153 px) without its bars, so it has the video's aspect; the difference mode draws
+    # cvp's blocks on it.
     plain = np.asarray(compare.panes(opened, cid, 3, compare.PaneControls(layers=[], reference="0"))[1])
     drawn = np.asarray(
         compare.panes(opened, cid, 3, compare.PaneControls(layers=[], difference=True, reference="0"))[1]
     )
-    assert plain.shape == drawn.shape == (192, 192, 3)
-    assert (drawn[:32] == 0).all() and (drawn[160:] == 0).all()
-    assert (drawn[32:160] != plain[32:160]).any()
+    assert plain.shape == drawn.shape == (115, 192, 3)
+    assert (drawn != plain).any()
+    # Every pane shows the ranked block score, as the Inspect viewer does (one tile per block).
+    assert compare._layers(["heatmap"], 0.5, "turbo", "frame").heat == "block"
+    assert compare._layers(["heatmap"], 0.5, "turbo", "all").heat == "cell"  # the shared scale rescales cells
 
 
 def _quiet(fraction: float, desc: str = "") -> None:

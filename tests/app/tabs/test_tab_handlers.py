@@ -165,7 +165,11 @@ def test_a_changed_selection_option_reselects_from_the_cache(ws: Workspace, run_
     assert ws.store.get_run(new_id).parent_run_id == run_id
     assert ws.store.load_view(run_id) == {"row": 3, "layers": LAYERS, "opacity": 0.4, "colormap": "magma"}
     assert picks["value"] == new_id and new_id in {v for _, v in picks["choices"]}
-    assert [r[0] for r in table["value"]] == [r.run_id for r in ws.store.list_runs()]
+    assert {r[0] for r in table["value"]} == {r.run_id for r in ws.store.list_runs()}
+    row = next(r for r in table["value"] if r[0] == new_id)
+    assert row[sessions.RUN_HEADERS.index("change")] == "images_per_group 4→2"
+    label = next(label for label, v in picks["choices"] if v == new_id)
+    assert label.startswith(new_id) and label.endswith(f"from {run_id}: images_per_group 4→2")
 
 
 def test_live_reselection_redraws_the_view(ws: Workspace, run_id: str) -> None:
@@ -305,7 +309,7 @@ def test_the_groups_table_is_html_with_the_viewed_group_marked(ws: Workspace, ru
     text = fragments.groups_table_html(rows, current=1)
     assert text.count("<tr data-group=") == len(rows) and text.count("lens-current") == 1
     assert '<tr data-group="1" class="lens-current">' in text
-    assert all(f"<th>{name}</th>" in text for name in rows[0])
+    assert all(f'data-key="{name}"' in text for name in rows[0])
     assert "No groups" in fragments.groups_table_html([])
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers.cli import run_cli
 
-from backend.pipeline import SelectionOptions
+from backend.pipeline import SelectionOptions, run
 from backend.runs import load_front, load_scores, open_run, prune_cache, reselect, select_and_store
 from backend.store import SessionStore
 
@@ -103,10 +103,16 @@ def test_prune_removes_least_recently_used_decodes_first(h264_clip, tmp_path):
         assert [key for key, _, _ in store.cache_entries()] == [keys[0]]
         assert store.cache_lookup(keys[1]) is None and not (store.cache_dir / keys[1]).exists()
         assert store.size_bytes()["cache"] <= sizes[keys[0]]
-        # The runs stay; an evicted one is decoded again and gives the same selection.
-        _, again, how = reselect(store, runs[1], {})
+        # The runs stay; an evicted one is decoded again and gives the same selection, whether
+        # it is reopened as it is or re-selected with another option.
+        _, again, how = reselect(store, runs[1], {"images_per_group": 3})
         assert how == "full"
-        assert np.array_equal(again.canvases.tokens, open_run(store, runs[1]).canvases.tokens)
+        fresh = run(h264_clip, options=OPTS.replace(num_sampled_frames=40, images_per_group=3))
+        assert np.array_equal(again.canvases.tokens, fresh.canvases.tokens)
+        same, reopened, how = reselect(store, runs[1], {})
+        assert (same, how) == (runs[1], "reused")
+        first = run(h264_clip, options=OPTS.replace(num_sampled_frames=40))
+        assert np.array_equal(reopened.canvases.tokens, first.canvases.tokens)
 
 
 def test_a_run_keeps_its_new_decode_whatever_the_budget(h264_clip, tmp_path):

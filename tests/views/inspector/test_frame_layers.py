@@ -179,7 +179,9 @@ def test_info_panel_fields(result, kept_row):
     info = fl.prepare_frame_layers(result, kept_row).info
     fid = int(result.candidates.frame_indices[kept_row])
     assert info["frame_index"] == fid and info["candidate_row"] == kept_row
-    assert info["pts_secs"] == pytest.approx(float(result.info.packet_pts_secs[fid]))
+    assert info["time_secs"] == pytest.approx(
+        float(result.info.packet_pts_secs[fid] - result.info.start_pts_secs)
+    )
     assert info["size_bytes"] == int(result.info.packet_size_bytes[fid])
     assert info["pict_type"] == result.decoded.pict_types[kept_row]
     assert info["is_anchor"] is False and info["kept_blocks"] == len(kept_blocks_by_row(result)[kept_row])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import plotly.graph_objects as go
 import pytest
 from helpers.synthetic import synthetic_run
@@ -80,3 +82,61 @@ def test_fixed_grouping_says_there_is_no_trace(fixed_result):
 def test_unknown_groups_are_refused(result):
     with pytest.raises(ValueError, match=r"Invalid group_index \(99\)\. Supported values are 0"):
         group_stepper.prepare_readiness_plot(result, 99)
+
+
+# Issue 27 item 10: the dashed threshold and the dotted needed-bins line lay exactly under the
+# covered-bins line (same colour, secondary axis over the score axis) and the viewed candidate
+# was not marked.
+
+
+def _trace(fig, name):
+    (trace,) = [t for t in fig.data if t.name == name]
+    return trace
+
+
+def test_each_reference_line_has_its_own_row_look_and_is_drawn_over_its_value(result):
+    spec = result.groups.specs[1]
+    fig = group_stepper.prepare_readiness_plot(result, spec.group_index)
+    names = [t.name for t in fig.data]
+    topk, threshold = _trace(fig, "top-K sum"), _trace(fig, "threshold")
+    covered, needed = _trace(fig, "covered bins"), _trace(fig, "needed bins")
+    # Reference after value: where they are equal, the dashed / dotted line shows on top.
+    assert names.index("threshold") > names.index("top-K sum")
+    assert names.index("needed bins") > names.index("covered bins")
+    assert topk.yaxis == threshold.yaxis == "y" and covered.yaxis == needed.yaxis == "y2"
+    assert (covered.line.color, covered.line.dash) != (needed.line.color, needed.line.dash)
+    assert covered.line.color != needed.line.color and needed.line.dash == "dot"
+    assert threshold.line.color != topk.line.color and threshold.line.dash == "dash"
+    assert covered.line.width > needed.line.width  # the dotted line sits inside the wider solid one
+    # Scores and bin counts are read on separate rows, not two scales over one plot.
+    layout = fig.layout
+    assert layout.yaxis2.overlaying is None
+    rows = sorted([tuple(layout.yaxis.domain), tuple(layout.yaxis2.domain), tuple(layout.yaxis3.domain)])
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(rows))  # three disjoint rows
+    assert _trace(fig, "marginal gain").yaxis == "y3"
+    # The synthetic trace needs 3 bins at every step: equal to the covered count at the last ones.
+    steps = [s for s in result.groups.trace if s.group_index == spec.group_index]
+    assert steps[-1].covered_bins == steps[-1].needed_bins == 3
+
+
+def test_the_viewed_candidate_is_marked_on_the_trace(result):
+    spec = result.groups.specs[1]
+    row = spec.start + 5
+    fig = group_stepper.prepare_readiness_plot(result, spec.group_index, viewed_row=row)
+    (viewed,) = [s for s in fig.layout.shapes if s.name == group_stepper.VIEWED_NAME]
+    assert viewed.x0 == viewed.x1 == group_stepper.viewed_x(row) == row + 1
+    assert viewed.xref == "x" and viewed.yref == "paper" and (viewed.y0, viewed.y1) == (0, 1)
+    frame = int(result.candidates.frame_indices[row])
+    assert viewed.label.text == f"viewed: candidate {row} (frame {frame})"
+    assert fig.layout.meta["viewed_row"] == row
+    lo, hi = fig.layout.xaxis.range
+    assert lo < viewed.x0 < hi
+    # The step that added the viewed candidate sits at that x.
+    topk = _trace(fig, "top-K sum")
+    added = dict(zip(topk.x, topk.customdata, strict=True))
+    assert added.get(viewed.x0, frame) == frame
+    go.Figure(fig.to_plotly_json())
+    # A row of another group, or none, marks nothing.
+    for other in (None, result.groups.specs[0].start):
+        plain = group_stepper.prepare_readiness_plot(result, spec.group_index, viewed_row=other)
+        assert not [s for s in plain.layout.shapes if s.name == group_stepper.VIEWED_NAME]

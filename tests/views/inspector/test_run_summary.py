@@ -32,7 +32,7 @@ def test_signal_plots_have_four_rows_and_a_cursor(result):
     assert [t.name for t in fig.data] == [
         "bits per frame (kbit)",
         "kept blocks",
-        "coverage (%)",
+        "coverage (share)",
         "luma mean (Y)",
     ]
     assert [s.name for s in fig.layout.shapes] == ["cursor"] and fig.layout.shapes[0].x0 == 7
@@ -44,7 +44,57 @@ def test_signal_plots_have_four_rows_and_a_cursor(result):
 
 
 def test_summary_words_plurals_and_times(result):
-    text = run_summary.prepare_summary(result, pipeline_secs=3.97, reopen_secs=0.23)
-    assert "pipeline 3.97 s (reopened from the cache in 0.23 s)" in text
+    text = run_summary.prepare_summary(result, pipeline_secs=3.97, provenance="computed at 10:00:00 UTC")
+    assert "pipeline 3.97 s (computed at 10:00:00 UTC)" in text
+    assert "pipeline 3.97 s\n" in run_summary.prepare_summary(result, pipeline_secs=3.97) + "\n"
     assert plural(1, "warning") == "1 warning" and plural(2, "canvas", "canvases") == "2 canvases"
     assert run_summary.aspect_note(result) == ""  # square pixels
+
+
+# --------------------------------------------------------------------------- issue 27 items 20, 21
+
+
+@pytest.fixture(scope="module")
+def av1_run(clips_dir):
+    """A real AV1 run (24 frames of 320×192, decoded by libdav1d), scored by the residual."""
+    from helpers.clips import encode_clip
+
+    from backend.pipeline import SelectionOptions, run
+
+    clip = encode_clip(clips_dir / "av1_320", codec="av1", width=320, height=192, frames=24, gop=12)
+    return run(clip, options=SelectionOptions(num_sampled_frames=12, profile="clean", score="residual"))
+
+
+def test_the_summary_names_the_codec_and_keeps_the_decoder_where_one_is_meant(av1_run):
+    assert av1_run.info.codec_name == "libdav1d"  # PyAV names the decoder
+    head = run_summary.prepare_summary(av1_run).splitlines()[0]
+    assert "— AV1 (decoder libdav1d) 320×192" in head
+    assert run_summary.codec_label("h264") == "H.264" and run_summary.codec_label("hevc") == "HEVC"
+    assert run_summary.codec_label("libvpx-vp9") == "VP9 (decoder libvpx-vp9)"
+
+
+@pytest.mark.parametrize(
+    ("sar", "flagged"), [((427, 426), False), ((100, 101), False), ((16, 15), True), ((10, 11), True)]
+)
+def test_pixel_aspects_within_one_percent_of_square_are_not_called_anamorphic(av1_run, sar, flagged):
+    import dataclasses
+
+    result = dataclasses.replace(av1_run, info=dataclasses.replace(av1_run.info, sample_aspect_ratio=sar))
+    note = run_summary.aspect_note(result)
+    assert bool(note) is flagged and run_summary.is_anamorphic(result.info) is flagged
+    assert ("Anamorphic" in run_summary.prepare_summary(result)) is flagged
+    if flagged:
+        assert f"SAR) {sar[0]}:{sar[1]}" in note
+
+
+def test_the_heat_legend_gives_the_raw_signal_its_unit(av1_run):
+    from backend.render import LayerOptions
+    from backend.render.heatmap import video_raw_max
+    from views.inspector.legend import prepare_heat_legend
+
+    unit = "luma levels |Y − prediction|"
+    legend = prepare_heat_legend(av1_run, LayerOptions(heatmap=True, heat="cell", scale="video"))
+    top = f"{video_raw_max(av1_run):.6g}"
+    assert f"<span>{top} {unit} = the run's highest cell</span>" in legend.replace("&#x27;", "'")
+    frame = prepare_heat_legend(av1_run, LayerOptions(heatmap=True, heat="cell", scale="frame"))
+    assert f"signal per cell ({unit})" in frame

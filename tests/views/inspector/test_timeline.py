@@ -172,3 +172,90 @@ def test_paper_style_uses_larger_fonts(result):
     assert paper.layout.font.size > screen.layout.font.size
     assert paper.layout.width == figure_style.PAPER_WIDTH_PX
     assert paper.layout.yaxis.tickfont.size >= 18 and paper.layout.font.family.startswith("DejaVu Sans")
+
+
+# --------------------------------------------------------------------------- keyframe avoidance marks
+# Issue 27 item 6: every keyframe of a short clip sampled 4× over got a moved-keyframe mark (each
+# drawn once per sample: 63 points for 5 keyframes), and frame 0's hover said "moved keyframe"
+# while its info line said "keyframe kept despite avoid_keyframes".
+
+
+@pytest.fixture(scope="module")
+def oversampled(clips_dir) -> RunResult:
+    """A real run: 30 frames of H.264 with keyframes 0, 6, 12, 18, 24, 120 frames sampled.
+
+    Each frame is sampled four times (frame 0 five), so avoidance moves every keyframe several
+    times, and the refill then puts every keyframe back: each frame is a candidate.
+    """
+    from helpers.clips import encode_clip
+
+    from backend.pipeline import SelectionOptions, run
+
+    clip = encode_clip(clips_dir / "kf5_30", codec="h264", width=320, height=192, frames=30, gop=6, bframes=0)
+    return run(clip, options=SelectionOptions(num_sampled_frames=120))
+
+
+def _points(trace) -> int:
+    return sum(x is not None for x in trace.x)
+
+
+def _info_line(result: RunResult, frame_index: int) -> str:
+    """The Inspect tab's info line of a candidate frame, as the server builds it."""
+    from app.tabs.inspect.routes import info_text_html
+    from views.inspector.frame_layers import prepare_frame_layers
+
+    row = int(np.flatnonzero(result.candidates.frame_indices == frame_index)[0])
+    return info_text_html(result, prepare_frame_layers(result, row).info)
+
+
+def test_refilled_keyframes_get_no_moved_mark_and_the_hover_says_what_the_info_line_says(oversampled):
+    cand = oversampled.candidates
+    keys = (0, 6, 12, 18, 24)
+    assert cand.keyframe_indices == keys and len(cand.moved) > len(keys)  # each moved several times
+    assert cand.refilled_keyframes == keys and not cand.stayed_keyframes
+    for paper in (False, True):  # the viewer's and the export's figure
+        fig = timeline.prepare_timeline(oversampled, paper=paper)
+        # Every keyframe is a candidate again: none was moved off, so none is marked moved.
+        assert not _kind(fig, "moved_keyframes")
+        (rug,) = _kind(fig, "candidates")
+        hover = dict(zip(rug.customdata.tolist(), rug.hovertext, strict=True))
+        for k in keys:
+            assert hover[k] == " · keyframe kept despite avoid_keyframes"
+            assert "keyframe kept despite avoid_keyframes" in _info_line(oversampled, k)
+            assert "moved" not in hover[k]
+        assert hover[1] == " · moved from keyframe 0 (refilled as a candidate too)"
+        assert "moved from keyframe 0 (refilled as a candidate too)" in _info_line(oversampled, 1)
+        assert hover[2] == ""
+        (i_bars,) = [t for t in fig.data if t.name == timeline.PICT_NAMES["I"]]
+        assert dict(zip(i_bars.x.tolist(), i_bars.hovertext, strict=True))[0] == (
+            "<br>keyframe kept despite avoid_keyframes"
+        )
+
+
+def test_each_keyframe_moved_off_is_marked_once_with_the_info_lines_words():
+    import dataclasses
+
+    base = synthetic_run(frames=150, sampled=range(0, 150, 3), moved=[(0, 1), (90, 91)], keyframes=(0, 90))
+    # As avoidance records a keyframe the sampler listed four times: one move per listing.
+    moved = ((0, 1),) * 4 + ((90, 91),) * 4
+    result = dataclasses.replace(base, candidates=dataclasses.replace(base.candidates, moved=moved))
+    assert {0, 90}.isdisjoint(result.candidates.frame_indices.tolist())
+    assert {1, 91} <= set(result.candidates.frame_indices.tolist())
+    fig = timeline.prepare_timeline(result)
+    (segments,) = _kind(fig, "moved_keyframes")
+    assert segments.meta["moved"] == [[0, 1], [90, 91]]
+    assert _points(segments) == 4  # from and to of each, once (was 3 points × 8 moves)
+    texts = [t for t, x in zip(segments.hovertext, segments.x, strict=True) if x is not None]
+    assert texts == [
+        "keyframe 0: moved to frame 1",
+        "frame 1: moved from keyframe 0",
+        "keyframe 90: moved to frame 91",
+        "frame 91: moved from keyframe 90",
+    ]
+    (rug,) = _kind(fig, "candidates")
+    assert 0 not in rug.customdata.tolist()
+    assert dict(zip(rug.customdata.tolist(), rug.hovertext, strict=True))[91] == " · moved from keyframe 90"
+    assert "moved from keyframe 90" in _info_line(result, 91)
+    paper = timeline.prepare_timeline(result, paper=True)
+    (exported,) = _kind(paper, "moved_keyframes")
+    assert exported.meta["moved"] == [[0, 1], [90, 91]] and _points(exported) == 4
