@@ -171,7 +171,8 @@ def make_workspace(
     roots = (output_root, SAMPLE_VIDEO.parent, *input_dirs)
     return Workspace(
         store_path=Path(session_db or DEFAULT_HOME / "sessions.duckdb").expanduser(),
-        input_roots=tuple(Path(r).expanduser().resolve() for r in roots),
+        # Once each, in order: an --allow-dir that is also the video's folder is named once.
+        input_roots=tuple(dict.fromkeys(Path(r).expanduser().resolve() for r in roots)),
         output_root=output_root,
     )
 

@@ -6,6 +6,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,6 +119,17 @@ def read_mp4_stss(path: str | Path) -> tuple[int, ...] | None:
     return None
 
 
+def _spans_duration(raw: Any) -> bool:
+    """Whether the packets reach the end of the stream's duration (within one frame), so a
+    header that counts more frames than packets lists dropped frames rather than a cut file."""
+    if raw.duration_secs <= 0 or not raw.avg_frame_rate or raw.packet_pts.size == 0:
+        return False
+    frame_secs = 1.0 / float(raw.avg_frame_rate)
+    pts = np.where(raw.packet_pts == -(2**62), raw.packet_dts, raw.packet_pts)
+    end_secs = (float(pts.max()) - float(pts.min())) * float(raw.time_base) + frame_secs
+    return end_secs >= raw.duration_secs - 1.5 * frame_secs
+
+
 def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
     """Read a video's stream facts, packets (presentation order) and keyframes.
 
@@ -148,7 +160,7 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
         raise ProbeError(f"cannot read video ({exc})", path=p, stage="probe") from exc
     if raw.width <= 0 or raw.height <= 0 or raw.packet_size_bytes.size == 0:
         raise ProbeError("cannot read video (no decodable video packets)", path=p, stage="probe")
-    if raw.nb_frames > raw.packet_size_bytes.size:
+    if raw.nb_frames > raw.packet_size_bytes.size and not _spans_duration(raw):
         # An MP4 whose index sits before the media data still opens when cut short: its
         # header lists every frame, but the packets stop where the file does.
         raise ProbeError(
@@ -166,8 +178,12 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
     pts_secs = pts[order].astype(np.float64) * time_base
     start = pts_secs[0] if pts_secs.size else 0.0
 
-    if raw.nb_frames > 0:
+    if 0 < raw.nb_frames <= raw.packet_size_bytes.size:
         total, source = raw.nb_frames, "header"
+    elif raw.nb_frames > 0:
+        # The header counts frames the file does not hold although its packets reach the end: an
+        # AVI's dropped (empty) frames. Only the packets decode.
+        total, source = int(raw.packet_size_bytes.size), "counted"
     elif fps > 0 and raw.duration_secs > 0 and quirk_on(config.profile, "frame_count_estimated"):
         total, source = round(fps * raw.duration_secs), "duration_estimate"
     else:

@@ -172,3 +172,21 @@ def test_a_refused_filter_clears_the_views(ws: Workspace) -> None:
     assert re.match(r"\*\*Error:\*\* Invalid filter .*only the summary table", line)
     assert rows.empty and list(rows.columns) == list(dataset.dv.TABLE_COLUMNS)
     assert plot is None and failed.empty and len(toasts) == 1
+
+
+def test_the_allowed_folders_are_named_once(tmp_path: Path) -> None:
+    from app.workspace import make_workspace
+
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    # --allow-dir given twice and the video's folder: one folder, named once in every refusal.
+    ws = make_workspace(
+        session_db=tmp_path / "s.duckdb", input_dirs=(videos, videos / "."), output_dir=tmp_path / "w"
+    )
+    try:
+        assert ws.input_roots.count(videos.resolve()) == 1
+        with pytest.raises(InputError) as refused:
+            ws.input_path("/etc/passwd")
+        assert str(refused.value).count(str(videos.resolve())) == 1
+    finally:
+        ws.close()
