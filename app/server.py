@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from app.main import CSS, build_app, stop_pool
 from app.static import PAGE_SCRIPT, script_path
+from app.tabs.compare import PaneControls, PaneRequest
 from app.tabs.inspect import FrameRequest, ViewSettings
 from app.workspace import SAMPLE_VIDEO, Workspace, ensure_run, make_workspace
 from backend.errors import CodecLensError
@@ -54,6 +55,35 @@ class FrameQuery(BaseModel):
         """The frame this query asks for."""
         view = ViewSettings(self.l, self.o, self.c, self.s, self.h)
         return FrameRequest(self.run, self.row, view, frame=self.f or None, codec=self.k)
+
+
+class PaneQuery(BaseModel):
+    """The query of ``/lens/pane`` (one pane's image) and ``/lens/pane_info`` (every pane's
+    caption): the comparison, the slider position, the pane and the view controls every pane shares."""
+
+    cmp: str = Field(max_length=64)
+    pos: int = Field(0, ge=0)
+    i: int = Field(0, ge=0, le=16)
+    l: str = Field("", max_length=200)  # noqa: E741 - the layers, comma-separated
+    o: float = Field(0.5, ge=0.0, le=1.0)
+    c: str = Field("turbo", max_length=32)
+    s: str = Field("frame", max_length=16)
+    d: int = Field(0, ge=0, le=1)
+    """Difference mode against the reference pane ``r``."""
+    r: str = Field("", max_length=8)
+
+    def request(self) -> PaneRequest:
+        """The pane this query asks for."""
+        layers = [x for x in self.l.split(",") if x]
+        controls = PaneControls(
+            layers=layers,
+            opacity=self.o,
+            colormap=self.c,
+            scale=self.s,
+            difference=bool(self.d),
+            reference=self.r,
+        )
+        return PaneRequest(self.cmp, self.pos, controls, pane=self.i)
 
 
 class LiveBody(BaseModel):
@@ -216,13 +246,15 @@ def mount_frame_routes(
     render_native: Callable[[FrameRequest], bytes] | None = None,
     block: Callable[..., dict[str, Any]] | None = None,
     reselect: Reselect | None = None,
+    panes: Any = None,
 ) -> None:
     """``/lens/frame`` (a rendered frame as JPEG), ``/lens/info`` (its info line),
     ``/lens/static/<name>.js`` (the page's scripts, app/static) and, when given,
     ``/lens/native`` (the frame decoded at its source size), ``/lens/block`` (the readout of
-    the block under a pixel, JSON) and ``/lens/reselect`` (a live re-selection, JSON in and out:
-    :class:`LiveBody`, then the view's new values or ``{"error": one line}`` with status 400) on
-    ``app``.
+    the block under a pixel, JSON), ``/lens/reselect`` (a live re-selection, JSON in and out:
+    :class:`LiveBody`, then the view's new values or ``{"error": one line}`` with status 400) and,
+    with ``panes`` (app.tabs.compare.PaneRoutes), ``/lens/pane`` (one Compare pane as JPEG) and
+    ``/lens/pane_info`` (every pane's caption, JSON ``{"captions": [...]}``) on ``app``.
 
     With a login (``launch(auth=...)``) every route answers 401 to a request without Gradio's
     session cookie, as Gradio's own routes do.
@@ -231,32 +263,23 @@ def mount_frame_routes(
     from fastapi.responses import JSONResponse
     from starlette.background import BackgroundTask
 
-    def jpeg(draw: Callable[..., bytes], *args: Any) -> Response:
-        t0 = time.perf_counter()
-        try:
-            data = draw(*args)
-        except (CodecLensError, ValueError) as exc:
-            return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
-        headers = {
-            # A URL names one immutable frame of one stored run: let the browser keep it.
-            "Cache-Control": "private, max-age=3600",
-            # Render time, visible in the browser's resource timing (bench/scrub.py reads it).
-            "Server-Timing": f"render;dur={(time.perf_counter() - t0) * 1000:.1f}",
-        }
-        return Response(data, media_type="image/jpeg", headers=headers)
-
     def image_route(draw: Callable[[FrameRequest], bytes]) -> Callable[..., Response]:
         def image(query: Annotated[FrameQuery, Query()]) -> Response:
-            return jpeg(draw, query.request())
+            return jpeg_response(draw, query.request())
 
         return image
 
     def info(run: str = Query(..., max_length=64), row: int = Query(..., ge=0)) -> Response:
+        t0 = time.perf_counter()
         try:
             text = info_fragment(run, row)
         except (CodecLensError, ValueError) as exc:
             return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
-        return Response(text, media_type="text/html", headers={"Cache-Control": "private, max-age=3600"})
+        headers = {
+            "Cache-Control": "private, max-age=3600",
+            "Server-Timing": f"info;dur={(time.perf_counter() - t0) * 1000:.1f}",
+        }
+        return Response(text, media_type="text/html", headers=headers)
 
     def block_readout(
         run: str = Query(..., max_length=64),
@@ -300,6 +323,43 @@ def mount_frame_routes(
         app.add_api_route("/lens/block", block_readout, methods=["GET"], dependencies=login)
     if reselect is not None:
         app.add_api_route("/lens/reselect", live, methods=["POST"], dependencies=login)
+    if panes is not None:
+        mount_pane_routes(app, panes, login)
+
+
+def jpeg_response(draw: Callable[..., bytes], *args: Any) -> Response:
+    """``draw(*args)`` as a JPEG answer (404 with the error's first line when it cannot be drawn)."""
+    t0 = time.perf_counter()
+    try:
+        data = draw(*args)
+    except (CodecLensError, ValueError) as exc:
+        return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
+    headers = {
+        # A URL names one immutable frame of one stored run: let the browser keep it.
+        "Cache-Control": "private, max-age=3600",
+        # Render time, visible in the browser's resource timing (bench/scrub.py reads it).
+        "Server-Timing": f"render;dur={(time.perf_counter() - t0) * 1000:.1f}",
+    }
+    return Response(data, media_type="image/jpeg", headers=headers)
+
+
+def mount_pane_routes(app: Any, panes: Any, dependencies: list[Any]) -> None:
+    """The Compare tab's ``/lens/pane`` (one pane as JPEG) and ``/lens/pane_info`` (every pane's
+    caption, JSON) on ``app``, answered by ``panes`` (app.tabs.compare.PaneRoutes)."""
+    from fastapi.responses import JSONResponse
+
+    def pane(query: Annotated[PaneQuery, Query()]) -> Response:
+        return jpeg_response(panes.jpeg, query.request())
+
+    def pane_info(query: Annotated[PaneQuery, Query()]) -> Response:
+        try:
+            captions = panes.captions(query.request())
+        except (CodecLensError, ValueError) as exc:
+            return Response(str(exc).splitlines()[0], status_code=404, media_type="text/plain")
+        return JSONResponse({"captions": captions}, headers={"Cache-Control": "private, max-age=3600"})
+
+    app.add_api_route("/lens/pane", pane, methods=["GET"], dependencies=dependencies)
+    app.add_api_route("/lens/pane_info", pane_info, methods=["GET"], dependencies=dependencies)
 
 
 def _launch_error(exc: OSError | ValueError, host: str, port: int) -> BaseException:
@@ -348,6 +408,7 @@ def serve(
         render_native=getattr(demo, "lens_render_native", None),
         block=getattr(demo, "lens_block", None),
         reselect=getattr(demo, "lens_reselect", None),
+        panes=getattr(demo, "lens_panes", None),
     )
     try:
         demo.launch(

@@ -42,6 +42,8 @@ from views.wording import share
 
 CURSOR_NAME = "cursor"
 MAX_PANES = 4
+NO_LAYERS = LayerOptions(kept=False, anchor_badge=False, bad_frames=False)
+"""No layer drawn: a frame's facts (its info dict) without its overlays."""
 
 
 @dataclass(frozen=True)
@@ -189,16 +191,9 @@ def prepare_pane(
     PaneView with the (H, W, 3) uint8 image at the processed size (a letterboxed run's picture
     only, :func:`picture_pixels`), its info dict and a one-line caption.
     """
-    if not 0 <= index < len(results):
-        raise ValueError(f"Invalid pane ({index}). Supported values are 0 to {len(results) - 1}.")
     options = options or PaneOptions()
-    labels, difference_with = options.labels, options.difference_with
-    opts = options.layers or LayerOptions()
-    scale = options.scale or opts.scale
-    if scale not in HEATMAP_SCALES:
-        raise ValueError(f"Invalid scale ({scale!r}). Supported values are {', '.join(HEATMAP_SCALES)}.")
+    opts, scale = _pane_layers(results, index, options)
     result = results[index]
-    label = labels[index] if labels is not None else f"run {index}"
     row = navigation.row_for_frame(result, float(frame_index))
     source = result
     if opts.heatmap and scale == "all":  # one scale over runs: their raw cell signals
@@ -209,24 +204,72 @@ def prepare_pane(
         opts = dataclasses.replace(opts, scale=scale)
     view = prepare_frame_layers(source, row, opts)
     image = view.image
-    info = dict(view.info) | {
-        "label": label,
-        "requested_frame_index": int(frame_index),
-        "exact": int(view.info["frame_index"]) == int(frame_index),
-    }
-    if difference_with is not None and difference_with != index:
-        masks = difference_masks(results[difference_with], result, int(view.info["frame_index"]))
+    info, masks = _pane_info(results, index, frame_index, view.info, options)
+    if masks is not None:
         image = draw_difference(
             image, masks, result.geometry.patch * result.geometry.block_size, show_both=options.show_both
         )
-        info |= {k: int(m.sum()) for k, m in masks.items()}
-        info["reference_label"] = labels[difference_with] if labels is not None else f"run {difference_with}"
     # A letterboxed pane shows its picture only: the bars are no picture, and drawn they made the
     # pane taller than the others and carried heatmap colour.
     y0, y1, x0, x1 = picture_pixels(result)
     if (y0, x0, y1, x1) != (0, 0, *image.shape[:2]):
         image = np.ascontiguousarray(image[y0:y1, x0:x1])
     return PaneView(image=image, info=info, caption=pane_caption(info))
+
+
+def prepare_pane_caption(
+    results: Sequence[RunResult], index: int, frame_index: int, options: PaneOptions | None = None
+) -> str:
+    """The caption :func:`prepare_pane` gives pane ``index`` at ``frame_index``, without drawing the
+    pane (the facts of a frame cost a fraction of a millisecond, its layers several).
+
+    Parameters
+    ----------
+    results : the compared runs (1 to 4).
+    index : pane / run index.
+    frame_index : the frame every pane shows.
+    options : as for :func:`prepare_pane`; only the labels and the difference mode matter here.
+
+    Returns
+    -------
+    str, the pane's one-line caption.
+    """
+    options = options or PaneOptions()
+    _pane_layers(results, index, options)  # the same refusals as prepare_pane
+    result = results[index]
+    row = navigation.row_for_frame(result, float(frame_index))
+    facts = prepare_frame_layers(result, row, NO_LAYERS).info
+    return pane_caption(_pane_info(results, index, frame_index, facts, options)[0])
+
+
+def _pane_layers(results: Sequence[RunResult], index: int, options: PaneOptions) -> tuple[LayerOptions, str]:
+    """The layers and heatmap scale of pane ``index`` (ValueError for a pane or scale that is none)."""
+    if not 0 <= index < len(results):
+        raise ValueError(f"Invalid pane ({index}). Supported values are 0 to {len(results) - 1}.")
+    opts = options.layers or LayerOptions()
+    scale = options.scale or opts.scale
+    if scale not in HEATMAP_SCALES:
+        raise ValueError(f"Invalid scale ({scale!r}). Supported values are {', '.join(HEATMAP_SCALES)}.")
+    return opts, scale
+
+
+def _pane_info(
+    results: Sequence[RunResult], index: int, frame_index: int, facts: dict[str, Any], options: PaneOptions
+) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+    """A pane's info (the frame's ``facts`` with its label, the frame asked for and, in difference
+    mode, the block counts) and the difference masks (None outside difference mode)."""
+    labels, difference_with = options.labels, options.difference_with
+    info = dict(facts) | {
+        "label": labels[index] if labels is not None else f"run {index}",
+        "requested_frame_index": int(frame_index),
+        "exact": int(facts["frame_index"]) == int(frame_index),
+    }
+    if difference_with is None or difference_with == index:
+        return info, None
+    masks = difference_masks(results[difference_with], results[index], int(facts["frame_index"]))
+    info |= {k: int(m.sum()) for k, m in masks.items()}
+    info["reference_label"] = labels[difference_with] if labels is not None else f"run {difference_with}"
+    return info, masks
 
 
 def picture_pixels(result: RunResult) -> tuple[int, int, int, int]:

@@ -28,11 +28,12 @@ async (run, row, layers, opacity, colormap, scale, heat, ...values) => {
   const out = got.outputs || [];
   const L = window.__lens;
   if (!got.error && out.length && L && L.params && L.render) {
-    // The frame first: it loads while Gradio applies the rest (SRC_JS then finds it shown).
+    // The frame first (SRC_JS then finds it shown).
     L.openRun(out[1]);
     L.params = Object.assign({}, L.params, {run: out[1]});
     L.render();
-    L.fetchInfo();  // with the frame (L.swapIn), not once Gradio has applied the answer
+    // The new run's info line came with the answer: the frame shows with it once loaded (L.swapIn).
+    if (!(got.info && L.giveInfo && L.giveInfo(L.infoKey(), got.info))) L.fetchInfo();
   }
   if (out.length) {
     // The Run tab's option controls (hidden behind their tab) follow once the frame shows.

@@ -20,7 +20,18 @@
   }
   const config = Object.assign({}, fig.config || {}, {responsive: true});
   const draw = () => window.Plotly.react(gd, fig.data || [], layout, config);
-  if (!__LATER__) { draw(); return undefined; }
+  if (!__LATER__) {
+    // After the next paint, and only the latest figure: a redraw costs the page 40-100 ms, and
+    // drawn within Gradio's apply of a live re-selection it held the new frame's load event (and
+    // so the frame) back until both plots had drawn (page.js, L.swapIn).
+    gd.__lensNow = draw;
+    requestAnimationFrame(() => setTimeout(() => {
+      if (gd.__lensNow !== draw) return;
+      gd.__lensNow = null;
+      draw();
+    }, 0));
+    return undefined;
+  }
   // A plot below the viewer draws when it comes on screen (after the frame has shown), else once
   // the page has been idle a while: a draw costs the page 40-80 ms, which would hold up the
   // frame, the timeline and the stepper. Only the latest figure draws.

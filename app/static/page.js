@@ -6,13 +6,6 @@
     const el = document.querySelector(sel);
     return !!(el && el.offsetParent);
   };
-  const fill = (sel, value) => {
-    const box = document.querySelector(sel + ' textarea, ' + sel + ' input');
-    if (!box) return false;
-    box.value = value;
-    box.dispatchEvent(new Event('input', {bubbles: true}));
-    return true;
-  };
 
   const L = (window.__lens = window.__lens || {z: 1, tx: 0, ty: 0, native: false, pin: null, hover: null,
     params: null, playing: null, b: null, flipped: false, seq: 0});
@@ -44,9 +37,12 @@
   L.swapIn = (im, url) => {
     if (L.swap && L.swap.url === url) return;
     const swap = (L.swap = {url: url, loaded: false, info: undefined, key: L.infoKey(), after: []});
+    // When the image and the info line arrived, and when both showed (bench/browser.py reads it).
+    const times = (L.lastSwap = {url: url, start: performance.now()});
     const done = () => {
       if (L.swap !== swap || !swap.loaded || swap.info === undefined) return;
       L.swap = null;
+      times.shown = performance.now();
       const el = document.querySelector('#frame_info_text');
       const target = img();
       if (target) target.setAttribute('src', url);
@@ -55,7 +51,7 @@
     };
     swap.done = done;
     const pre = new Image();
-    pre.onload = pre.onerror = () => { swap.loaded = true; done(); };
+    pre.onload = pre.onerror = () => { swap.loaded = true; times.loaded = performance.now(); done(); };
     pre.src = url;
     // Not held for ever: a lost info answer shows the frame alone.
     setTimeout(() => { if (swap.info === undefined) { swap.info = null; done(); } }, 5000);
@@ -188,10 +184,83 @@
         if (seq !== L.infoSeq) return;
         const swap = L.swap;
         // The frame this line belongs to is still loading: they show together (L.swapIn).
-        if (swap && swap.key === key) { swap.info = t; swap.done(); return; }
+        if (swap && swap.key === key) {
+          swap.info = t;
+          if (L.lastSwap) L.lastSwap.info = performance.now();
+          swap.done();
+          return;
+        }
         const el = document.querySelector('#frame_info_text');
         if (t !== null && el) el.innerHTML = t;
       });
+  };
+  // Navigation computed in the page, as views.inspector.navigation does on the server: keyframe and
+  // group jumps and plot clicks set the slider at once, as a frame step does. Through a Gradio
+  // backend event they took 230-730 ms against ~40 ms for a step (issue 27, item 11).
+  const parsed = {};
+  const parseOnce = (name, text) => {
+    const hit = parsed[name];
+    if (hit && hit[0] === text) return hit[1];
+    let value = null;
+    try { value = JSON.parse(text || 'null'); } catch (err) { value = null; }
+    parsed[name] = [text, value];
+    return value;
+  };
+  // The frames box: the candidates' frame indices and the rows showing each keyframe
+  // (app.tabs.inspect.handlers; a bare list is the frame indices alone).
+  L.candidates = (framesJson) => {
+    const d = parseOnce('frames', framesJson);
+    if (Array.isArray(d)) return {frames: d, keyframe_rows: []};
+    return {frames: (d && d.frames) || [], keyframe_rows: (d && d.keyframe_rows) || []};
+  };
+  // The index of the value nearest x (the first of equals), as numpy's argmin of |values - x|.
+  L.nearest = (values, x) => {
+    let best = 0;
+    for (let i = 1; i < values.length; i++) if (Math.abs(values[i] - x) < Math.abs(values[best] - x)) best = i;
+    return best;
+  };
+  // The mark after (or before) row, else row: navigation.navigate over sorted marks.
+  L.nextMark = (marks, row, forward) => {
+    if (forward) { for (const m of marks) if (m > row) return m; return row; }
+    for (let i = marks.length - 1; i >= 0; i--) if (marks[i] < row) return marks[i];
+    return row;
+  };
+  // The row a keyframe or group jump leads to from row (groupsJson: [start, end, group] each).
+  L.target = (action, row, framesJson, groupsJson) => {
+    const c = L.candidates(framesJson);
+    const last = c.frames.length - 1;
+    if (last < 0) return row;
+    row = Math.max(0, Math.min(last, Math.round(row)));
+    let marks;
+    if (action.endsWith('_key')) marks = c.keyframe_rows;
+    else marks = [...new Set((parseOnce('groups', groupsJson) || []).map((g) => g[0]))].sort((a, b) => a - b);
+    return L.nextMark(marks, row, action.startsWith('next'));
+  };
+  // A slider moved from the page (as a drag would): its change shows the frame, no server event.
+  L.setSlider = (sel, value) => {
+    const input = document.querySelector(sel + ' input[type=range]');
+    if (!input || Number(input.value) === value) return;
+    input.value = String(value);
+    input.dispatchEvent(new Event('input', {bubbles: true}));
+  };
+  // A click on the timeline or the signal plots: the candidate nearest the frame clicked, among
+  // the candidates the frames box holds now (L.frames is only as new as the last slider change).
+  L.jumpToFrame = (gd, f) => {
+    const box = document.querySelector('#frames_json textarea, #frames_json input');
+    const frames = L.candidates(box ? box.value : '').frames;
+    if (frames.length) L.setSlider('#frame_slider', L.nearest(frames, f));
+  };
+  // The info line of `key` known without asking (a live re-selection's answer carries the new
+  // run's): the frame waiting for it shows as soon as it has loaded. Fetched after the answer, the
+  // line came only once Gradio had applied the answer (~100-150 ms of page work, plots included),
+  // and held the frame back that long (bench/browser.py's info_wait).
+  L.giveInfo = (key, text) => {
+    const swap = L.swap;
+    if (!swap || swap.key !== key || swap.info !== undefined) return false;
+    swap.info = text;
+    if (L.lastSwap) L.lastSwap.info = performance.now();
+    swap.done();
+    return true;
   };
   // Another run opened (a stored run, a new run, a live re-selection): the viewer shows it, as
   // side A. B stays set, so `b` compares the new run with it; left flipped, the frame and the info
@@ -203,10 +272,7 @@
   L.show = (row, run, layers, opacity, cmap, scale, heat, framesJson, codec) => {
     if (!run) return;
     L.openRun(run);
-    if (framesJson !== L.framesJson) {
-      L.framesJson = framesJson;
-      try { L.frames = JSON.parse(framesJson || '[]'); } catch (err) { L.frames = []; }
-    }
+    L.frames = L.candidates(framesJson).frames;
     L.row = Math.round(row);
     L.params = {run: run, row: String(L.row), l: (layers || []).join(','), o: String(opacity), c: cmap,
       s: scale, h: heat || 'block', k: (codec || []).join(',')};
@@ -293,6 +359,53 @@
     L.flipped = !L.flipped;
     L.render();
     L.fetchInfo();
+  };
+  // The Compare tab's panes (app.tabs.compare): each pane's image from the app's own route
+  // (lens/pane), the captions from lens/pane_info, set here when the slider or a view control
+  // changes (compare_show.js). A Gradio event returning four images took 270-550 ms a step
+  // (issue 27, item 12). navJson (the hidden #cmp_nav box): the open comparison, its panes, the
+  // slider positions' frames and the reference pane's candidates, keyframe rows and group starts.
+  const C = (window.__cmp = window.__cmp || {seq: 0});
+  C.nav = (navJson) => parseOnce('cmp_nav', navJson) || {};
+  C.query = (cid, pos, layers, opacity, cmap, scale, diff, ref) => ({cmp: cid, pos: String(Math.round(pos)),
+    l: (layers || []).join(','), o: String(opacity), c: cmap, s: scale, d: diff ? '1' : '0', r: ref ?? ''});
+  C.show = (cid, pos, layers, opacity, cmap, scale, diff, ref, navJson) => {
+    const nav = C.nav(navJson);
+    // Until the comparison's load has set its panes, they show what the load drew.
+    if (!cid || nav.comparison !== cid) return;
+    const p = C.query(cid, pos, layers, opacity, cmap, scale, diff, ref);
+    for (let i = 0; i < nav.panes; i++) {
+      const im = document.querySelector('#cmp_pane_' + i + ' img');
+      const url = 'lens/pane?' + q(Object.assign({i: String(i)}, p));
+      if (im && im.getAttribute('src') !== url) im.setAttribute('src', url);
+    }
+    const seq = ++C.seq;
+    fetch('lens/pane_info?' + q(p))
+      .then((r) => (r.ok ? r.json() : null))
+      .catch(() => null)
+      .then((d) => {
+        if (seq !== C.seq || !d) return;
+        d.captions.forEach((text, i) => {
+          const el = document.querySelector('#cmp_info_' + i + ' .cmp-caption');
+          if (el) el.textContent = text;
+        });
+      });
+  };
+  // A keyframe or group jump: on the reference pane's marks, as views.compare.navigate_position.
+  C.target = (action, pos, navJson) => {
+    const nav = C.nav(navJson), positions = nav.positions || [], ref = nav.reference_frames || [];
+    const last = positions.length - 1;
+    if (last < 0 || !ref.length) return pos;
+    pos = Math.max(0, Math.min(last, Math.round(pos)));
+    const row = L.nearest(ref, positions[pos]);
+    const marks = (action.endsWith('_key') ? nav.keyframe_rows : nav.group_starts) || [];
+    const next = L.nextMark(marks, row, action.startsWith('next'));
+    return next === row ? pos : L.nearest(positions, ref[next]);
+  };
+  // A click on the metric plots: the position nearest the frame clicked (its meta holds them).
+  C.jumpToFrame = (gd, f) => {
+    const frames = (gd.layout && gd.layout.meta && gd.layout.meta.frames) || [];
+    if (frames.length) L.setSlider('#cmp_slider', L.nearest(frames, f));
   };
   document.addEventListener('click', (ev) => {
     const id = ev.target && ev.target.id;
@@ -394,15 +507,15 @@
     const x = xa.p2c(px);
     return Number.isFinite(x) ? x : null;
   };
-  const clickable = [['#timeline', 'jump_frame', 'jump_btn'], ['#signal_plots', 'jump_frame', 'jump_btn'],
-                     ['#cmp_metrics', 'cmp_jump_frame', 'cmp_jump_btn']];
+  const clickable = [['#timeline', (gd, f) => L.jumpToFrame(gd, f)], ['#signal_plots', (gd, f) => L.jumpToFrame(gd, f)],
+                     ['#cmp_metrics', (gd, f) => C.jumpToFrame(gd, f)]];
   const attach = () => {
     const holder = document.querySelector('#frame');
     if (holder && !holder.__lensFit && window.ResizeObserver) {
       holder.__lensFit = true;
       new ResizeObserver(() => L.fit()).observe(holder);
     }
-    for (const [sel, box, btn] of clickable) {
+    for (const [sel, jumpTo] of clickable) {
       const gd = document.querySelector(sel + ' .js-plotly-plot');
       if (!gd || gd.__lensClick) continue;
       gd.__lensClick = true;
@@ -417,7 +530,7 @@
         const x = down[2];
         down = null;
         if (x === null) return;
-        if (fill('#' + box, String(Math.round(x)))) setTimeout(() => press(btn), 30);
+        jumpTo(gd, Math.round(x));
       }, true);
     }
   };

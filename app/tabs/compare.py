@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 import uuid
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 import numpy as np
+from gradio.context import Context
 
 from app.static import load_js, step_js
 from app.tabs.common import reported, ui_error
@@ -24,6 +26,8 @@ from app.tabs.compare_layout import (
     NewForm,
     PaneControls,
     build_layout,
+    caption_html,
+    pane_html,
 )
 from app.workers import job_store, run_job, session_of
 from backend.errors import CodecLensError
@@ -115,32 +119,155 @@ def get(opened: Comparisons, cid: str) -> _Open:
         raise ui_error(exc) from exc
 
 
+def _pane_options(opened: Comparisons, o: _Open, controls: PaneControls) -> tuple[cv.PaneOptions, Any]:
+    """How every pane of comparison ``o`` is drawn under ``controls``, and the runs its shared
+    heatmap scale draws from (None unless the heatmap is on the ``all`` scale). ValueError for a
+    control value that is none."""
+    c = controls
+    opts = _layers(c.layers, c.opacity, c.colormap, c.scale)
+    runs = opened.heatmap_runs(o, c.scale) if opts.heatmap and c.scale == "all" else None
+    reference = int(c.reference) if c.difference and c.reference not in (None, "") else None
+    options = cv.PaneOptions(
+        layers=opts,
+        scale=c.scale,
+        difference_with=reference,
+        labels=o.stored.labels,
+        show_both=o.stored.kind == "selectors",
+    )
+    return options, runs
+
+
+def _frame_at(o: _Open, position: float) -> tuple[int, int]:
+    """The slider position clamped to comparison ``o`` and the frame every pane shows there."""
+    position = min(max(int(position or 0), 0), int(o.positions.size) - 1)
+    return position, int(o.positions[position])
+
+
 def panes(opened: Comparisons, cid: str, pos: float, controls: PaneControls) -> list[Any]:
-    """Images and captions of the four pane slots (unused slots unchanged)."""
+    """Images and captions of the four pane slots (unused slots unchanged), drawn as the pane
+    route draws them (:class:`PaneRoutes`)."""
     if not cid:
         return [gr.update()] * (2 * cv.MAX_PANES)
     o = get(opened, cid)
     n = len(o.results)
-    position = min(max(int(pos or 0), 0), int(o.positions.size) - 1)
-    frame_index = int(o.positions[position])
-    c = controls
+    _, frame_index = _frame_at(o, pos)
     try:
-        opts = _layers(c.layers, c.opacity, c.colormap, c.scale)
-        runs = opened.heatmap_runs(o, c.scale) if opts.heatmap and c.scale == "all" else None
-        reference = int(c.reference) if c.difference and c.reference not in (None, "") else None
-        options = cv.PaneOptions(
-            layers=opts,
-            scale=c.scale,
-            difference_with=reference,
-            labels=o.stored.labels,
-            show_both=o.stored.kind == "selectors",
-        )
+        options, runs = _pane_options(opened, o, controls)
         views = [cv.prepare_pane(o.results, i, frame_index, options, heatmap_runs=runs) for i in range(n)]
     except ValueError as exc:
         raise gr.Error(str(exc)) from exc
     images = [v.image for v in views] + [gr.update()] * (cv.MAX_PANES - n)
     captions = [v.caption for v in views] + [gr.update()] * (cv.MAX_PANES - n)
     return images + captions
+
+
+PANE_CACHE_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class PaneRequest:
+    """One pane the page asks for (``/lens/pane``), or every pane's caption (``/lens/pane_info``)."""
+
+    comparison_id: str
+    position: int
+    """The slider position (clamped to the comparison)."""
+    controls: PaneControls
+    pane: int = 0
+
+
+def _js_number(value: float) -> str:
+    """A number as the page's ``String(x)`` writes it (1, 0.5; not 1.0)."""
+    x = float(value)
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+def pane_url(request: PaneRequest) -> str:
+    """The app-relative URL of one pane's image, as the page builds it (page.js, ``window.__cmp.show``)."""
+    from urllib.parse import urlencode
+
+    c = request.controls
+    query = {"i": str(request.pane), "cmp": request.comparison_id, "pos": str(request.position)}
+    query |= {"l": ",".join(c.layers or []), "o": _js_number(c.opacity), "c": c.colormap, "s": c.scale}
+    query |= {"d": "1" if c.difference else "0", "r": "" if c.reference is None else str(c.reference)}
+    return "lens/pane?" + urlencode(query)
+
+
+class PaneRoutes:
+    """The Compare tab's own routes (registered by app.server): a pane's frame as JPEG (``/lens/pane``:
+    cached, the positions a step or jump leads to rendered ahead) and every pane's caption
+    (``/lens/pane_info``). A step through them shows four cached images; through a Gradio event
+    returning four images it took 270-550 ms (issue 27, item 12)."""
+
+    def __init__(self, opened: Comparisons, cache: Any = None) -> None:
+        from views.inspector.frame_cache import JpegCache
+
+        self.opened = opened
+        self.cache = cache if cache is not None else JpegCache(budget_bytes=PANE_CACHE_BYTES)
+
+    def jpeg(self, request: PaneRequest) -> bytes:
+        """JPEG bytes of one pane (the backend's errors, ValueError for a pane or control that is none)."""
+        o = self.opened.get(request.comparison_id)
+        data = self.cache.get(*self._job(o, request))
+        self.cache.prefetch([self._job(o, r) for r in self._likely(o, request)])
+        return data
+
+    def captions(self, request: PaneRequest) -> list[str]:
+        """Every pane's caption at ``request.position``, computed without drawing the panes."""
+        o = self.opened.get(request.comparison_id)
+        options, _ = _pane_options(self.opened, o, request.controls)
+        _, frame_index = _frame_at(o, request.position)
+        return [cv.prepare_pane_caption(o.results, i, frame_index, options) for i in range(len(o.results))]
+
+    def warm(self, request: PaneRequest) -> None:
+        """Start rendering every pane of ``request`` (a load names their URLs; the page asks next)."""
+        o = self.opened.get(request.comparison_id)
+        for i in range(len(o.results)):
+            self.cache.warm(*self._job(o, dataclasses.replace(request, pane=i)))
+
+    def _job(self, o: _Open, request: PaneRequest) -> tuple[Any, Any]:
+        """The cache key of one pane and the function that draws it."""
+        c = request.controls
+        position, frame_index = _frame_at(o, request.position)
+        key = (request.comparison_id, position, request.pane, tuple(c.layers or ()), float(c.opacity))
+        key += (c.colormap, c.scale, bool(c.difference), "" if c.reference is None else str(c.reference))
+
+        def render() -> np.ndarray:
+            options, runs = _pane_options(self.opened, o, c)
+            return cv.prepare_pane(o.results, request.pane, frame_index, options, heatmap_runs=runs).image
+
+        return key, render
+
+    def _likely(self, o: _Open, request: PaneRequest) -> list[PaneRequest]:
+        """Every pane at the positions likeliest next: one on, the next keyframe and group, one
+        back, the previous keyframe and group, two and three on."""
+        p, _ = _frame_at(o, request.position)
+
+        def jumps(*actions: str) -> list[int]:
+            return [cv.navigate_position(o.results, o.positions, p, a) for a in actions]
+
+        order = [p + 1, *jumps("next_key", "next_group"), p - 1, *jumps("prev_key", "prev_group")]
+        order += [p + 2, p + 3]
+        near = [q for q in dict.fromkeys(order) if 0 <= q < int(o.positions.size) and q != p]
+        return [dataclasses.replace(request, position=q, pane=i) for q in near for i in range(len(o.results))]
+
+
+def nav_json(cid: str, o: _Open) -> str:
+    """What the page navigates comparison ``o`` with (page.js, ``window.__cmp``): its id, its
+    panes, the slider positions' frames, and the reference pane's (the first) candidate frames,
+    keyframe rows and group starts, from which views.compare.navigate_position jumps."""
+    from views.inspector.navigation import group_start_rows, keyframe_rows
+
+    ref = o.results[0]
+    return json.dumps(
+        {
+            "comparison": cid,
+            "panes": len(o.results),
+            "positions": [int(f) for f in o.positions],
+            "reference_frames": [int(f) for f in ref.candidates.frame_indices],
+            "keyframe_rows": [int(r) for r in keyframe_rows(ref)],
+            "group_starts": [int(r) for r in group_start_rows(ref)],
+        }
+    )
 
 
 def legend(opened: Comparisons, cid: str, layers: Sequence[str] | None, cmap: str, scale: str) -> Any:
@@ -155,11 +282,15 @@ def legend(opened: Comparisons, cid: str, layers: Sequence[str] | None, cmap: st
     return gr.update(value=cv.prepare_legend(cmap, "0", "1"), label=f"Heatmap scale — {high}", visible=True)
 
 
-def load(opened: Comparisons, cid: str, controls: PaneControls) -> list[Any]:
-    """Every output that depends on the open comparison (see ``CompareTab.load_outputs``)."""
+def load(
+    opened: Comparisons, cid: str, controls: PaneControls, *, routes: PaneRoutes | None = None
+) -> list[Any]:
+    """Every output that depends on the open comparison (see ``CompareTab.load_outputs``); the
+    panes name their images' URLs, which ``routes`` starts rendering."""
     if not cid:
         empty = [gr.update()] * (2 * cv.MAX_PANES)
-        return [gr.update(), gr.update(), *[gr.update()] * cv.MAX_PANES, *empty, None, None, None, None, None]
+        nothing = [gr.update(), gr.update(), gr.update(), *[gr.update()] * cv.MAX_PANES, *empty]
+        return [*nothing, None, None, None, None, None]
     o = get(opened, cid)
     n = len(o.results)
     labels = o.stored.labels
@@ -169,19 +300,32 @@ def load(opened: Comparisons, cid: str, controls: PaneControls) -> list[Any]:
     ph, pr = cv.prepare_pair_table(o.stored)
     ref_choices = [(label, str(i)) for i, label in enumerate(labels)]
     ref_value = controls.reference if controls.reference in {c[1] for c in ref_choices} else "0"
-    rendered = panes(opened, cid, 0, dataclasses.replace(controls, reference=ref_value))
+    shown = PaneRequest(cid, 0, dataclasses.replace(controls, reference=ref_value))
+    try:
+        options, _ = _pane_options(opened, o, shown.controls)
+        if routes is not None:
+            routes.warm(shown)
+    except (CodecLensError, ValueError) as exc:
+        raise gr.Error(str(exc)) from exc
+    idle = [gr.update()] * (cv.MAX_PANES - n)
     images = [
-        gr.update(value=img, label=labels[i]) if i < n else gr.update()
-        for i, img in enumerate(rendered[: cv.MAX_PANES])
+        pane_html(pane_url(dataclasses.replace(shown, pane=i)), labels[i], _picture_hw(o.results[i]))
+        for i in range(n)
+    ]
+    captions = [
+        caption_html(cv.prepare_pane_caption(o.results, i, int(o.positions[0]), options)) for i in range(n)
     ]
     figure = cv.prepare_selector_metric_figure if selectors else cv.prepare_metric_figure
     settings = cv.prepare_selector_settings_markdown if selectors else cv.prepare_settings_markdown
     return [
         settings(o.stored),
+        nav_json(cid, o),
         gr.update(maximum=max(1, int(o.positions.size) - 1), value=0),
         *columns,
         *images,
-        *rendered[cv.MAX_PANES :],
+        *idle,
+        *captions,
+        *idle,
         figure(o.stored, o.positions, cursor_frame_index=int(o.positions[0])),
         gr.update(value=vr, headers=vh),
         gr.update(value=pr, headers=ph),
@@ -190,22 +334,10 @@ def load(opened: Comparisons, cid: str, controls: PaneControls) -> list[Any]:
     ]
 
 
-def step(opened: Comparisons, cid: str, pos: float, action: str) -> int:
-    """The slider position after navigation ``action`` (views.inspector.navigation.ACTIONS)."""
-    if not cid:
-        return int(pos or 0)
-    o = get(opened, cid)
-    return cv.navigate_position(o.results, o.positions, int(pos or 0), action)
-
-
-def jump(opened: Comparisons, cid: str, frame: str, pos: float) -> int:
-    """The slider position of frame ``frame`` (a metric-plot click)."""
-    if not cid or not str(frame or "").strip():
-        return int(pos or 0)
-    try:
-        return cv.position_of_frame(get(opened, cid).positions, float(frame))
-    except ValueError as exc:
-        raise gr.Error(f"Invalid frame ({frame!r}). Supported values are frame numbers.") from exc
+def _picture_hw(result: Any) -> tuple[int, int]:
+    """The size of the picture a pane shows (views.compare.picture_pixels)."""
+    y0, y1, x0, x1 = cv.picture_pixels(result)
+    return y1 - y0, x1 - x0
 
 
 def codec_steps(codecs: Sequence[str]) -> dict[str, str]:
@@ -397,7 +529,7 @@ def run_selectors(
     return gr.update(choices=choices(ws), value=new_id), new_id, nonce(), status
 
 
-def build_compare_tab(ws: Workspace) -> None:
+def build_compare_tab(ws: Workspace) -> PaneRoutes:
     """Create the comparison components inside the caller's current ``gr.Tab`` context.
 
     Pick a stored comparison (or run a new one on a path inside ``ws``'s input folders); up to
@@ -405,21 +537,27 @@ def build_compare_tab(ws: Workspace) -> None:
     app's keys (hidden buttons ``cmp_*`` in ``#compare_hidden``) drive them all; a difference
     mode tints blocks kept by the reference pane only and by this pane only; per-frame metric
     plots follow the panes with a cursor and jump them on click.
+
+    Returns the pane routes, also set as ``lens_panes`` on the Blocks being built, where the
+    server finds them (app.server, as it finds the inspector's ``lens_*`` routes).
     """
     opened = Comparisons(ws)
+    routes = PaneRoutes(opened)
     tab = build_layout(choices(ws))
-    _wire_tab(ws, opened, tab)
+    _wire_tab(ws, opened, tab, routes)
+    root = Context.root_block
+    if root is not None:
+        root.lens_panes = routes
+    return routes
 
 
-def _wire_tab(ws: Workspace, opened: Comparisons, tab: CompareTab) -> None:
-    """The tab's events: loading a comparison, drawing the panes, the legend, steps and jumps."""
+def _wire_tab(ws: Workspace, opened: Comparisons, tab: CompareTab, routes: PaneRoutes) -> None:
+    """The tab's events: loading a comparison, the panes following the slider and the view
+    controls in the page (compare_show.js), the legend, steps and jumps."""
     view, cid, slider, loaded, pick = tab.view, tab.cid, tab.slider, tab.loaded, tab.pick
 
     def on_load(values: dict[Any, Any]) -> list[Any]:
-        return load(opened, values[cid], view.read(values))
-
-    def on_panes(values: dict[Any, Any]) -> list[Any]:
-        return panes(opened, values[cid], values[slider], view.read(values))
+        return load(opened, values[cid], view.read(values), routes=routes)
 
     # One trigger loads a comparison: a new nonce in ``loaded``. The user's pick, a new
     # comparison and the page load set the id and the nonce together, so it loads once.
@@ -428,12 +566,12 @@ def _wire_tab(ws: Workspace, opened: Comparisons, tab: CompareTab) -> None:
     tab.refresh.click(lambda: gr.update(choices=choices(ws)), None, pick, api_name=False)
     _wire_run_new(ws, tab.form, [pick, cid, loaded, tab.form.status])
     _wire_run_selectors(ws, tab.selector_form, [pick, cid, loaded, tab.selector_form.status])
-    render_inputs = {cid, slider, *view.components}
-    pane_outputs = [*tab.pane_images, *tab.pane_infos]
-    slider.change(on_panes, render_inputs, pane_outputs, api_name=False)
+    # The panes' images and captions come from the pane routes, set by the page: no server event.
+    show_inputs = [cid, slider, *view.components, tab.nav]
+    show_js = load_js("compare_show")
+    for control in (slider, *view.components):
+        control.change(None, show_inputs, None, js=show_js, api_name=False)
     slider.change(None, slider, None, js=load_js("compare_cursor"), api_name=False)
-    for control in view.components:
-        control.change(on_panes, render_inputs, pane_outputs, api_name=False)
     for control in (view.layers, view.colormap, view.scale):
         control.change(
             lambda c, lay, cm, sc: legend(opened, c, lay, cm, sc),
@@ -441,10 +579,7 @@ def _wire_tab(ws: Workspace, opened: Comparisons, tab: CompareTab) -> None:
             tab.legend_img,
             api_name=False,
         )
-    _wire_steps(opened, cid, slider, tab.key_buttons, tab.visible_steps)
-    tab.jump_btn.click(
-        lambda c, f, p: jump(opened, c, f, p), [cid, tab.jump_frame, slider], slider, api_name=False
-    )
+    _wire_steps(slider, tab.nav, tab.key_buttons, tab.visible_steps)
 
     # Page load (a reload too): the comparison this browser showed last, else the newest.
     gr.on(
@@ -464,19 +599,17 @@ def _wire_tab(ws: Workspace, opened: Comparisons, tab: CompareTab) -> None:
     )
 
 
-def _wire_steps(
-    opened: Comparisons, cid: Any, slider: Any, key_buttons: dict[str, Any], visible_steps: dict[str, Any]
-) -> None:
-    """The step buttons and the hidden key buttons: plain steps move the slider in the browser,
-    group and keyframe steps ask the server."""
+def _wire_steps(slider: Any, nav: Any, key_buttons: dict[str, Any], visible_steps: dict[str, Any]) -> None:
+    """The step buttons and the hidden key buttons move the slider in the page: plain steps from
+    its range, keyframe and group jumps from the reference pane's marks in ``nav``
+    (compare_jump.js, as views.compare.navigate_position)."""
     for action in KEY_BUTTONS:
         for button in (key_buttons[action], visible_steps[action]):
             if action in STEP_JS:
                 button.click(None, slider, slider, js=STEP_JS[action], api_name=False)
             else:
-                button.click(
-                    lambda c, p, a=action: step(opened, c, p, a), [cid, slider], slider, api_name=False
-                )
+                js = load_js("compare_jump", action=action)
+                button.click(None, [slider, nav], slider, js=js, api_name=False)
 
 
 def _wire_run_new(ws: Workspace, form: NewForm, outputs: list[Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,11 @@ CSS = (
     "#compare_hidden { display: none !important; }"
     # Wrapped table headers break between words, never inside one ("canvas|es").
     " #cmp_variants th *, #cmp_pairs th * { word-break: keep-all; overflow-wrap: normal; }"
+    # A pane: its label over the frame, the frame as wide as its column.
+    " .cmp-pane { position: relative; } .cmp-pane img { display: block; width: 100%; height: auto; }"
+    " .cmp-pane-label { position: absolute; top: 0; left: 0; padding: 1px 6px; font-size: 12px;"
+    " background: rgba(255, 255, 255, 0.85); border-bottom-right-radius: 4px; }"
+    " .cmp-caption { font-size: 14px; padding: 2px 0 6px; }"
 )
 
 DEFAULT_SELECTORS = "cvp,llava-ov2,uniform"
@@ -184,16 +190,35 @@ def _build_view_controls() -> ViewControls:
     )
 
 
+def pane_html(url: str, label: str, picture_hw: tuple[int, int]) -> str:
+    """A pane: its label over its frame, a plain ``<img>`` fed by the app's pane route
+    (``url``: app.tabs.compare.pane_url), whose ``src`` the page moves as the panes step
+    (page.js, ``window.__cmp.show``); ``picture_hw``: the picture's size, for its aspect."""
+    h, w = picture_hw
+    return (
+        f'<div class="cmp-pane"><div class="cmp-pane-label">{html.escape(label)}</div>'
+        f'<img src="{html.escape(url)}" alt="{html.escape(label)}" width="{w}" height="{h}"'
+        ' draggable="false"></div>'
+    )
+
+
+def caption_html(text: str) -> str:
+    """A pane's caption line (the page replaces ``.cmp-caption``'s text as the panes step)."""
+    return f'<div class="cmp-caption">{html.escape(text)}</div>'
+
+
 def _build_panes() -> tuple[list[Any], list[Any], list[Any]]:
-    """The four pane slots (two visible until a comparison says otherwise): columns, images, captions."""
+    """The four pane slots (two visible until a comparison says otherwise): columns, images, captions.
+
+    Each pane is HTML holding a plain image, not a ``gr.Image``: a step then costs the page four
+    cached GETs of the pane route instead of a Gradio event that writes four JPEG files
+    (270-550 ms a step, issue 27 item 12)."""
     pane_images, pane_infos, pane_columns = [], [], []
     with gr.Row(elem_id="compare_panes"):
         for i in range(cv.MAX_PANES):
             with gr.Column(visible=i < 2, min_width=240) as column:
-                pane_images.append(
-                    gr.Image(format="jpeg", label=f"pane {i + 1}", interactive=False, elem_id=f"cmp_pane_{i}")
-                )
-                pane_infos.append(gr.Markdown("", elem_id=f"cmp_info_{i}"))
+                pane_images.append(gr.HTML("", elem_id=f"cmp_pane_{i}", padding=False))
+                pane_infos.append(gr.HTML("", elem_id=f"cmp_info_{i}", padding=False))
             pane_columns.append(column)
     return pane_columns, pane_images, pane_infos
 
@@ -218,9 +243,9 @@ class CompareTab:
     variants_table: Any
     pairs_table: Any
     cid: Any
+    nav: Any
+    """The open comparison's navigation data as JSON (app.tabs.compare.nav_json), for the page."""
     key_buttons: dict[str, Any]
-    jump_frame: Any
-    jump_btn: Any
     loaded: Any
 
     @property
@@ -228,6 +253,8 @@ class CompareTab:
         """What :func:`load` returns, in its order."""
         return [
             self.settings_md,
+            # Before the slider: the slider's change (compare_show.js) reads it.
+            self.nav,
             self.slider,
             *self.pane_columns,
             *self.pane_images,
@@ -290,9 +317,9 @@ def build_layout(existing: list[tuple[str, str]]) -> CompareTab:
     pairs_table = gr.Dataframe(label="Pairs", interactive=False, wrap=True, elem_id="cmp_pairs")
     with gr.Row(elem_id="compare_hidden"):
         cid = gr.Textbox(value=pick.value or "", elem_id="cmp_id", label="comparison id")
+        # One line: a multi-line box measures its text on every change (a forced layout).
+        nav = gr.Textbox("", elem_id="cmp_nav", lines=1, max_lines=1)
         key_buttons = {a: gr.Button(a, elem_id=elem) for a, elem in KEY_BUTTONS.items()}
-        jump_frame = gr.Textbox(elem_id="cmp_jump_frame")
-        jump_btn = gr.Button("jump", elem_id="cmp_jump_btn")
         loaded = gr.Textbox("", elem_id="cmp_loaded")
     return CompareTab(
         pick=pick,
@@ -311,8 +338,7 @@ def build_layout(existing: list[tuple[str, str]]) -> CompareTab:
         variants_table=variants_table,
         pairs_table=pairs_table,
         cid=cid,
+        nav=nav,
         key_buttons=key_buttons,
-        jump_frame=jump_frame,
-        jump_btn=jump_btn,
         loaded=loaded,
     )

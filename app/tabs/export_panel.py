@@ -64,7 +64,14 @@ def _range(start: float | None, stop: float | None) -> tuple[int, int | None] | 
 
 def _stem(run_id: str, frames: tuple[int, int | None] | None) -> str:
     span = "all" if frames is None else f"{frames[0]}-{'' if frames[1] is None else frames[1]}"
-    return f"{run_id}_{span}_{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"{run_id}_{span}_{_now()}"
+
+
+def _now() -> str:
+    """The export's time in its name, to the millisecond: two exports of one view within a second
+    (a frame as A, then as B) would otherwise write the same files."""
+    now = time.time()
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}-{int(now * 1000) % 1000:03d}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,7 +238,7 @@ def export_figure(
     if figure == "readiness":
         groups = [group_index if group_index is not None else result.groups.specs[0].group_index]
     figures = prepare_export_figures([(run_id, result)], [figure], groups=groups, frames=frames)
-    out = ws.output_path(Path(EXPORT_FOLDER) / f"{run_id}_{figure}_{time.strftime('%Y%m%d-%H%M%S')}")
+    out = ws.output_path(Path(EXPORT_FOLDER) / f"{run_id}_{figure}_{_now()}")
     config = ExportConfig(
         out_path=out, allowed_roots=(ws.output_root,), format="none", plot_formats=(fmt,), frames=frames
     )

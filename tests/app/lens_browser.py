@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -176,7 +177,7 @@ def open_stored_run(page: Any, run_id: str, *, timeout_ms: int = 60_000) -> None
     page.get_by_role("tab", name="Run").click()
     page.locator("#open_pick input").click()
     page.locator("#open_pick input").fill(run_id)
-    page.locator("[role=option]", has_text=run_id).first.click()
+    page.locator("[role=option]", has_text=re.compile(re.escape(run_id) + " · ")).first.click()
     page.locator("#open_btn").click()
     page.get_by_role("tab", name="Inspect").click()
     page.wait_for_function(

@@ -117,12 +117,13 @@ def _view_sidecar(page, workspace, count_before: int) -> dict:
     page.wait_for_function(
         "() => document.querySelectorAll('#export_files td.filename').length > 0", timeout=60_000
     )
+    toasts: set[str] = set()
     for _ in range(600):
         made = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
         if len(made) > count_before:
             return json.loads(made[-1].read_text())
+        toasts |= {t.inner_text() for t in page.locator(".toast-body").all()}  # before they fade
         page.wait_for_timeout(100)
-    toasts = [t.inner_text() for t in page.locator(".toast-body").all()]
     raise AssertionError(f"Export this view wrote no sidecar; toasts: {toasts}")
 
 
@@ -138,7 +139,7 @@ def test_export_this_view_draws_the_shown_side_with_its_settings(page, workspace
     page.locator("#heat label", has_text="signal per codec cell").click()
     page.wait_for_function(
         "() => { const s = document.querySelector('#frame_img').getAttribute('src') || '';"
-        " return s.includes('h=signal') && s.includes('heatmap'); }",
+        " return s.includes('h=cell') && s.includes('heatmap'); }",
         timeout=30_000,
     )
     page.locator("#set_b_btn").click()
@@ -174,3 +175,23 @@ def test_export_this_view_draws_the_shown_side_with_its_settings(page, workspace
         expected = render.draw_frame(result, 12, render.plan_overlays(result, options=opts))
         assert np.array_equal(image[: expected.shape[0]], expected)
     page.locator("#flip_btn").click()  # back to A for the tests after this one
+
+
+def test_export_this_view_keeps_the_zoom_crop(page, workspace) -> None:
+    import numpy as np
+    from PIL import Image
+
+    folder = workspace.output_root / "exports"
+    page.evaluate("() => { window.__lens.zoom_fit(); window.__lens.zoomAt(2.0); }")  # ×2 at the centre
+    crop = page.evaluate("() => window.__lens.viewCrop()")
+    result = workspace.result(workspace.run_id)
+    ph, pw = result.geometry.processed_hw
+    # The centre half of the processed frame, in processed pixels.
+    assert crop == pytest.approx([pw / 4, ph / 4, pw / 2, ph / 2], abs=1.0)
+    sidecar = _view_sidecar(page, workspace, len(list(folder.glob("*.json"))))
+    assert sidecar["view"]["crop"] == pytest.approx(crop, abs=1e-6)
+    (png,) = [f for f in sidecar["files"] if f["role"] == "clip"]
+    image = np.asarray(Image.open(folder / png["name"]).convert("RGB"))
+    assert image.shape[1] == pytest.approx(pw / 2, abs=2)  # the zoomed box, not the whole frame
+    page.evaluate("() => window.__lens.zoom_fit()")
+    page.evaluate("() => window.__lens.zoom_fit()")

@@ -183,7 +183,7 @@ def test_legends_say_what_colours_mean_and_the_heatmap_has_a_unit(page: Any) -> 
     page.locator("#scale label", has_text="video").click()
     page.wait_for_function("() => document.querySelector('#heat_legend').innerText.includes('highest cell')")
     assert "bits per 16×16 px cell" in page.locator("#heat_legend").inner_text()
-    assert "h=signal" in page.locator("#frame_img").get_attribute("src")
+    assert "h=cell" in page.locator("#frame_img").get_attribute("src")
     page.locator("#heat label", has_text="2×2-block score").click()
     page.locator("#scale label", has_text="frame").click()
     page.locator("#layers label", has_text="heatmap").click()
@@ -437,7 +437,7 @@ def test_an_anamorphic_clip_is_shown_at_its_display_aspect(page: Any, app: dict[
     page.get_by_role("tab", name="Run").click()
     page.locator("#open_pick input").click()
     page.locator("#open_pick input").fill(app["wide_id"])
-    page.locator("[role=option]", has_text=app["wide_id"]).first.click()
+    page.locator("[role=option]", has_text=re.compile(re.escape(app["wide_id"]) + " · ")).first.click()
     page.locator("#open_btn").click()
     page.get_by_role("tab", name="Inspect").click()
     page.wait_for_function(

@@ -8,6 +8,7 @@ its own size, play/pause, the A/B flip, an export at the source resolution and a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ def _open(page: Any, run_id: str) -> None:
     page.get_by_role("tab", name="Run").click()
     page.locator("#open_pick input").click()
     page.locator("#open_pick input").fill(run_id)
-    page.locator("[role=option]", has_text=run_id).first.click()
+    page.locator("[role=option]", has_text=re.compile(re.escape(run_id) + " · ")).first.click()
     page.locator("#open_btn").click()
     page.get_by_role("tab", name="Inspect").click()
     # The viewer has drawn the run (not only pointed its image at it) before a test moves it.

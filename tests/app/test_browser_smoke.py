@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -209,7 +210,7 @@ def test_run_with_changed_parameters_then_reopen_restores_the_view(page) -> None
     _open_tab(page, "Run")
     page.locator("#open_pick input").click()
     page.locator("#open_pick input").fill(first_run)
-    page.locator("[role=option]", has_text=first_run).first.click()
+    page.locator("[role=option]", has_text=re.compile(re.escape(first_run) + " · ")).first.click()
     page.locator("#open_btn").click()
     page.wait_for_function(
         f"() => document.querySelector('#run_id textarea, #run_id input').value === '{first_run}'"

@@ -160,7 +160,7 @@ def _view_drawers(
     """How to draw each of :class:`ViewOutputs` for run ``run_id`` (``result``) at candidate ``row``."""
     from views.figure_style import figure_json
     from views.inspector import group_stepper, signal_plots, timeline
-    from views.inspector.navigation import group_of_row
+    from views.inspector.navigation import group_of_row, keyframe_rows
 
     stored = ws.store.get_run(run_id)
     group = group_of_row(result, row)
@@ -170,7 +170,12 @@ def _view_drawers(
     return ViewOutputs(
         summary=lambda: summary_of(ws, run_id, result, stored),
         slider=lambda: gr.update(maximum=int(result.candidates.frame_indices.size) - 1, value=row),
-        frames=lambda: json.dumps([int(f) for f in result.candidates.frame_indices]),
+        frames=lambda: json.dumps(
+            {
+                "frames": [int(f) for f in result.candidates.frame_indices],
+                "keyframe_rows": [int(r) for r in keyframe_rows(result)],
+            }
+        ),
         groups=lambda: json.dumps([[s.start, s.end, s.group_index] for s in specs]),
         frame=lambda: frame_html(frame_url(run_id, row, view), result),
         info=lambda: info_of(ws, run_id, row),
@@ -235,15 +240,17 @@ def show_run(ws: Workspace, run_id: str, shown_run: str, row: float, view: ViewS
 
 
 def step(ws: Workspace, run_id: str, row: float, action: str) -> int:
-    """The candidate row after navigation ``action`` (views.inspector.navigation.ACTIONS)."""
+    """The candidate row after navigation ``action`` (views.inspector.navigation.ACTIONS): what the
+    page computes itself from the frames and groups boxes (page.js, ``window.__lens.target``)."""
     from views.inspector import navigation
 
     return navigation.navigate(result_of(ws, run_id), int(row), action)
 
 
 def jump(ws: Workspace, run_id: str, frame: Any, row: float = 0) -> int:
-    """The candidate row nearest frame ``frame`` (a click anywhere on a plot): never an error for
-    a value that is not a frame number; the viewer then stays on ``row``."""
+    """The candidate row nearest frame ``frame`` (a click anywhere on a plot, which the page
+    computes itself: page.js, ``window.__lens.jumpToFrame``): never an error for a value that is
+    not a frame number; the viewer then stays on ``row``."""
     from views.inspector import navigation
 
     try:

@@ -51,8 +51,6 @@ class SharedControls:
     follow_row: gr.Textbox
     shown_run: gr.Textbox
     key_buttons: dict[str, gr.Button]
-    jump_frame: gr.Textbox
-    jump_btn: gr.Button
     run_options: gr.Textbox
     figures: dict[str, gr.Textbox]
     """The hidden boxes the inspector's figures arrive in (view output → box)."""
@@ -76,14 +74,14 @@ def build_shared_controls() -> SharedControls:
     summary = gr.Markdown("", elem_id="summary")
     with gr.Row(elem_id="hidden_controls"):
         run_id = hidden_box("", "run_id", label="run id")
+        # The candidates' frame indices and keyframe rows, the group spans: the page navigates
+        # with them itself (page.js, window.__lens.target).
         frames = hidden_box("[]", "frames_json")
         groups = hidden_box("[]", "groups_json")
         # "row n": the viewer entered another group (inspect_src.js); n makes every entry a change.
         follow_row = hidden_box("", "follow_row")
         shown_run = hidden_box("", "shown_run")
         key_buttons = {a: gr.Button(a, elem_id=f"k_{a}") for a in navigation.ACTIONS}
-        jump_frame = hidden_box("", "jump_frame")
-        jump_btn = gr.Button("jump", elem_id="jump_btn")
         # The open run's option values for the Run tab's controls, as one JSON text that the page
         # spreads over them (run_apply_options.js): see app.tabs.inspect.wiring.
         run_options = hidden_box("", "run_options")
@@ -98,8 +96,6 @@ def build_shared_controls() -> SharedControls:
         follow_row,
         shown_run,
         key_buttons,
-        jump_frame,
-        jump_btn,
         run_options,
         figures,
         open_btn,

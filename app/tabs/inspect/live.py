@@ -12,7 +12,7 @@ import gradio as gr
 
 from app.tabs.common import ui_error
 from app.tabs.inspect.handlers import VIEW_OUTPUTS, LastViewed, legends_of, open_view, result_of
-from app.tabs.inspect.routes import ViewSettings
+from app.tabs.inspect.routes import ViewSettings, info_fragment
 from app.tabs.option_form import OptionLayout, opened_options_json, selection_options
 from backend.errors import CodecLensError
 
@@ -189,6 +189,13 @@ def reselect_route(
         if not isinstance(out[0], str):
             return {"outputs": []}, finish
         answer = {"outputs": _live_outputs(ws, route, run, view, out)}
+        # The new run's info line at the viewed row: the page shows the new frame with it, without
+        # a second request whose answer waits for the page to apply this one (inspect_live.js).
+        try:
+            rows = int(ws.result(out[0]).candidates.frame_indices.size)
+            answer["info"] = info_fragment(ws, out[0], min(max(int(body["row"]), 0), rows - 1))
+        except (CodecLensError, ValueError):
+            pass  # the page asks /lens/info for it
         route.viewed.saw(out[0])
         return answer, finish
     except gr.Error as exc:

@@ -198,10 +198,51 @@ def render_jpeg(
         return _frame_job(result, run_id, r, opts, kinds, sides)
 
     data = cache.get(*job(row))
-    n = int(result.candidates.frame_indices.size)
-    near = [row + d for d in range(1, PREFETCH_AHEAD + 1)] + [row - d for d in range(1, PREFETCH_BEHIND + 1)]
-    cache.prefetch([job(r) for r in near if 0 <= r < n])
+    cache.prefetch([job(r) for r in likely_rows(run_id, result, row)])
     return data
+
+
+_MARKS: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+_MARKS_LOCK = threading.Lock()
+
+
+def _marks(run_id: str, result: RunResult) -> tuple[np.ndarray, np.ndarray]:
+    """The keyframe rows and group start rows of run ``run_id``, kept for the last few runs (a
+    run id names one stored run, whose candidates and groups never change)."""
+    from views.inspector.navigation import group_start_rows, keyframe_rows
+
+    with _MARKS_LOCK:
+        hit = _MARKS.get(run_id)
+        if hit is not None:
+            _MARKS.move_to_end(run_id)
+            return hit
+    marks = (keyframe_rows(result), group_start_rows(result))
+    with _MARKS_LOCK:
+        _MARKS[run_id] = marks
+        while len(_MARKS) > 8:
+            _MARKS.popitem(last=False)
+    return marks
+
+
+def likely_rows(run_id: str, result: RunResult, row: int) -> list[int]:
+    """The rows the viewer may ask for after ``row``, likeliest first: the next frame, the next
+    group start and keyframe, the previous frame, group start and keyframe, then the frames
+    around (a jump's frame rendered ahead shows as fast as a step's, issue 27 item 11)."""
+    n = int(result.candidates.frame_indices.size)
+    keys, starts = _marks(run_id, result)
+
+    def after(marks: np.ndarray) -> list[int]:
+        later = marks[marks > row]
+        return [int(later[0])] if later.size else []
+
+    def before(marks: np.ndarray) -> list[int]:
+        earlier = marks[marks < row]
+        return [int(earlier[-1])] if earlier.size else []
+
+    order = [row + 1, *after(starts), *after(keys), row - 1, *before(starts), *before(keys)]
+    order += [row + d for d in range(2, PREFETCH_AHEAD + 1)]
+    order += [row - d for d in range(2, PREFETCH_BEHIND + 1)]
+    return [r for r in dict.fromkeys(order) if 0 <= r < n and r != row]
 
 
 def _frame_job(

@@ -13,11 +13,9 @@ from app.tabs.inspect.handlers import (
     LastViewed,
     ViewOutputs,
     follow_group,
-    jump,
     legends_of,
     show_group,
     show_run,
-    step,
 )
 from app.tabs.inspect.layout import LATER_OUTPUTS, PLOT_HEIGHT_PX, InspectTab, SharedControls
 from app.tabs.inspect.live import LiveRoute, raise_live_error
@@ -125,7 +123,8 @@ def _wire_viewer(ws: Workspace, shared: SharedControls, tab: InspectTab) -> None
 
 
 def _wire_steps(ws: Workspace, shared: SharedControls, tab: InspectTab) -> None:
-    """Frame steps (buttons and keys), plot clicks and the group pick."""
+    """Frame steps and jumps (buttons and keys) and the group pick; plot clicks move the slider in
+    the page (page.js)."""
     rid = shared.run_id
     steps = step_js("frame_slider")
     for action, button in [*shared.key_buttons.items(), *tab.steps.items()]:
@@ -133,15 +132,16 @@ def _wire_steps(ws: Workspace, shared: SharedControls, tab: InspectTab) -> None:
             # One-frame steps and the ends need no server: the slider knows its range.
             button.click(None, tab.slider, tab.slider, js=steps[action], api_name=False)
         else:
+            # Nor do keyframe and group jumps: the page has the marks (views.inspector.navigation
+            # computes the same rows, app.tabs.inspect.handlers.step). Through the server a jump
+            # took 230-730 ms to show against ~40 ms for a step (issue 27, item 11).
             button.click(
-                lambda r, row, a=action: step(ws, r, row, a), [rid, tab.slider], tab.slider, api_name=False
+                None,
+                [tab.slider, shared.frames, shared.groups],
+                tab.slider,
+                js=load_js("step_jump", action=action),
+                api_name=False,
             )
-    shared.jump_btn.click(
-        lambda r, x, row: jump(ws, r, x, row),
-        [rid, shared.jump_frame, tab.slider],
-        tab.slider,
-        api_name=False,
-    )
     tab.group_pick.input(
         lambda r, g: show_group(ws, r, g),
         [rid, tab.group_pick],
