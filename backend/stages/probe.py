@@ -119,13 +119,18 @@ def read_mp4_stss(path: str | Path) -> tuple[int, ...] | None:
     return None
 
 
-def _spans_duration(raw: Any) -> bool:
-    """Whether the packets reach the end of the stream's duration (within one frame), so a
-    header that counts more frames than packets lists dropped frames rather than a cut file."""
-    if raw.duration_secs <= 0 or not raw.avg_frame_rate or raw.packet_pts.size == 0:
+def _presentation_pts(raw: Any) -> np.ndarray:
+    """(P,) packet pts in the stream's time base, dts for packets without pts, in demux order."""
+    return np.where(raw.packet_pts == -(2**62), raw.packet_dts, raw.packet_pts)
+
+
+def _spans_duration(raw: Any, pts: np.ndarray) -> bool:
+    """Whether the packets (``pts`` from :func:`_presentation_pts`) reach the end of the stream's
+    duration (within one frame), so a header that counts more frames than packets lists dropped
+    frames rather than a cut file."""
+    if raw.duration_secs <= 0 or not raw.avg_frame_rate or pts.size == 0:
         return False
     frame_secs = 1.0 / float(raw.avg_frame_rate)
-    pts = np.where(raw.packet_pts == -(2**62), raw.packet_dts, raw.packet_pts)
     end_secs = (float(pts.max()) - float(pts.min())) * float(raw.time_base) + frame_secs
     return end_secs >= raw.duration_secs - 1.5 * frame_secs
 
@@ -160,7 +165,8 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
         raise ProbeError(f"cannot read video ({exc})", path=p, stage="probe") from exc
     if raw.width <= 0 or raw.height <= 0 or raw.packet_size_bytes.size == 0:
         raise ProbeError("cannot read video (no decodable video packets)", path=p, stage="probe")
-    if raw.nb_frames > raw.packet_size_bytes.size and not _spans_duration(raw):
+    pts = _presentation_pts(raw)
+    if raw.nb_frames > raw.packet_size_bytes.size and not _spans_duration(raw, pts):
         # An MP4 whose index sits before the media data still opens when cut short: its
         # header lists every frame, but the packets stop where the file does.
         raise ProbeError(
@@ -172,7 +178,6 @@ def probe(path: str | Path, *, config: ProbeConfig) -> VideoInfo:
 
     fps = float(raw.avg_frame_rate) if raw.avg_frame_rate else 0.0
     # Presentation order: packets sorted by pts (dts for packets without pts).
-    pts = np.where(raw.packet_pts == -(2**62), raw.packet_dts, raw.packet_pts)
     order = np.argsort(pts, kind="stable")
     time_base = float(raw.time_base)
     pts_secs = pts[order].astype(np.float64) * time_base

@@ -8,7 +8,6 @@ its own size, play/pause, the A/B flip, an export at the source resolution and a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from lens_browser import (
     anamorphic_clip,
     info_line,
     open_inspector_page,
+    open_stored_run,
     served_app,
     wait_candidate,
 )
@@ -114,12 +114,7 @@ def page(app: dict[str, Any]) -> Iterator[Any]:
 
 def _open(page: Any, run_id: str) -> None:
     """Open ``run_id`` from the Run tab's stored-run list, back on the Inspect tab at its first frame."""
-    page.get_by_role("tab", name="Run").click()
-    page.locator("#open_pick input").click()
-    page.locator("#open_pick input").fill(run_id)
-    page.locator("[role=option]", has_text=re.compile(re.escape(run_id) + " · ")).first.click()
-    page.locator("#open_btn").click()
-    page.get_by_role("tab", name="Inspect").click()
+    open_stored_run(page, run_id)
     # The viewer has drawn the run (not only pointed its image at it) before a test moves it.
     page.wait_for_function(
         f"() => document.querySelector('#shown_run textarea, #shown_run input').value === '{run_id}'",
