@@ -60,6 +60,14 @@ def _go(page: Any, row: int) -> None:
     wait_candidate(page, row)
 
 
+def _frame_box(page: Any, elem: str = "#frame_img") -> dict[str, float]:
+    """Where ``elem`` is on screen, scrolled into view first: a click on the controls below the frame
+    (the legends test's) can leave the page scrolled so that the frame is above the viewport."""
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.locator(elem).scroll_into_view_if_needed()
+    return page.locator(elem).bounding_box()
+
+
 def _no_error_badges(page: Any) -> None:
     """No component shows Gradio's red error state."""
     assert page.evaluate("() => document.querySelectorAll('.error, .validation-error').length") == 0
@@ -191,7 +199,7 @@ def test_legends_say_what_colours_mean_and_the_heatmap_has_a_unit(page: Any) -> 
 
 def test_hover_and_click_read_a_block_and_outline_it(page: Any, app: dict[str, Any]) -> None:
     _go(page, 9)
-    box = page.locator("#frame_img").bounding_box()
+    box = _frame_box(page)
     page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + box["height"] * 0.45)
     page.wait_for_function("() => document.querySelector('#block_info').innerText.includes('decision')")
     text = page.locator("#block_info").inner_text()
@@ -212,7 +220,7 @@ def test_hover_and_click_read_a_block_and_outline_it(page: Any, app: dict[str, A
 
 
 def test_zoom_shows_native_pixels_and_fit_goes_back(page: Any) -> None:
-    stage = page.locator("#frame_stage").bounding_box()
+    stage = _frame_box(page, "#frame_stage")
     page.mouse.move(stage["x"] + stage["width"] / 2, stage["y"] + stage["height"] / 2)
     for _ in range(4):
         page.mouse.wheel(0, -200)
