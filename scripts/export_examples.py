@@ -92,7 +92,7 @@ def main() -> int:
     crop = _crop_around(result, kept[row][0], sharp.shape[:2])
     Image.fromarray(sharp[crop]).save(out / "frame_source_crop.png", optimize=True)
     plan = render.plan_overlays(result, options=render.layer_options(LAYERS))
-    small = render.draw_overlays(result, row, plan)
+    small = render.draw_frame(result, row, plan)
     big = np.asarray(Image.fromarray(small).resize((1920, 1080), Image.Resampling.NEAREST))
     Image.fromarray(big[crop]).save(out / "frame_upscaled_crop.png", optimize=True)
     for path in sorted(out.iterdir()):

@@ -26,13 +26,7 @@ from backend.pipeline import RunResult
 from backend.render.heatmap import video_block_max
 from backend.selectors import spec_of
 from backend.selectors.onevision import letterbox_offsets
-from views.compare_difference import (  # noqa: F401 — the tab and tests read them here
-    A_ONLY_RGB,
-    B_ONLY_RGB,
-    BOTH_RGB,
-    difference_masks,
-    draw_difference,
-)
+from views.compare_difference import difference_masks, draw_difference
 from views.compare_style import VARIANT_COLOURS, legend_rows_layout, pair_style
 from views.figure_style import apply_style
 from views.inspector import navigation

@@ -11,6 +11,7 @@ from typing import Any
 import gradio as gr
 
 from views import compare as cv
+from views import compare_difference as cd
 
 SCALE_CHOICES = (
     ("per frame", "frame"),
@@ -296,9 +297,9 @@ def build_layout(existing: list[tuple[str, str]]) -> CompareTab:
     settings_md = gr.Markdown("", elem_id="cmp_settings")
     view = _build_view_controls()
     gr.Markdown(
-        f"Difference mode: <span style='color:rgb{cv.A_ONLY_RGB}'>■</span> kept only by the reference pane, "
-        f"<span style='color:rgb{cv.B_ONLY_RGB}'>■</span> kept only by this pane (anchors count whole); "
-        f"selector comparisons also outline <span style='color:rgb{cv.BOTH_RGB}'>□</span> kept by both."
+        f"Difference mode: <span style='color:rgb{cd.A_ONLY_RGB}'>■</span> kept only by the reference pane, "
+        f"<span style='color:rgb{cd.B_ONLY_RGB}'>■</span> kept only by this pane (anchors count whole); "
+        f"selector comparisons also outline <span style='color:rgb{cd.BOTH_RGB}'>□</span> kept by both."
     )
     legend_img = gr.Image(
         label="Heatmap scale", interactive=False, height=70, format="png", elem_id="cmp_legend"

@@ -214,21 +214,6 @@ def _picture_px(
     )
 
 
-def draw_overlays(result: RunResult, row: int, plan: OverlayPlan) -> np.ndarray:
-    """:func:`draw_frame` over the run's processed frame (the viewer's frame route)."""
-    return draw_frame(result, row, plan)
-
-
-def draw_native(result: RunResult, row: int, plan: OverlayPlan, source: np.ndarray) -> np.ndarray:
-    """:func:`draw_frame` over the row's source frame decoded at its own size (the viewer's native view)."""
-    return draw_frame(result, row, plan, source)
-
-
-def draw_overlays_scaled(result: RunResult, row: int, plan: OverlayPlan, frame: np.ndarray) -> np.ndarray:
-    """:func:`draw_frame` over ``frame``, the row's picture at any size (exports)."""
-    return draw_frame(result, row, plan, frame)
-
-
 # -- the zoom crop -----------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from backend.compare import kept_mask_at, load_comparison
 from backend.runs import open_run
 from backend.store import SessionStore
 from views import compare as cv
+from views import compare_difference as cd
 from views.inspector.frame_layers import LayerOptions, prepare_frame_layers
 
 pytestmark = pytest.mark.needs_cvp
@@ -87,11 +88,11 @@ def test_pane_draws_the_inspector_layers_and_captions_its_frame(opened) -> None:
 def test_difference_masks_partition_the_kept_blocks(opened) -> None:
     _, results, _ = opened
     for fid in (0, 5, 13):
-        m = cv.difference_masks(results[0], results[3], fid)
+        m = cd.difference_masks(results[0], results[3], fid)
         a, b = kept_mask_at(results[0], fid), kept_mask_at(results[3], fid)
         assert np.array_equal(m["a_only"] | m["both"], a) and np.array_equal(m["b_only"] | m["both"], b)
         assert not (m["a_only"] & m["b_only"]).any()
-    same = cv.difference_masks(results[1], results[1], 5)
+    same = cd.difference_masks(results[1], results[1], 5)
     assert not same["a_only"].any() and not same["b_only"].any() and same["both"].any()
 
 
@@ -100,12 +101,12 @@ def test_draw_difference_tints_only_the_differing_blocks() -> None:
     masks = {k: np.zeros((2, 3), bool) for k in ("a_only", "b_only", "both")}
     masks["a_only"][0, 1] = True
     masks["b_only"][1, 2] = True
-    out = cv.draw_difference(image, masks, 28)
+    out = cd.draw_difference(image, masks, 28)
     assert np.all(image == 100)  # the input is untouched
     centre_a, centre_b = out[14, 28 + 14], out[28 + 14, 56 + 14]
     assert centre_a[2] > 100 and centre_a[0] < 100  # towards A_ONLY_RGB (blue)
     assert centre_b[0] > 100 and centre_b[1] < 100  # towards B_ONLY_RGB (magenta)
-    assert tuple(out[0, 28]) == cv.A_ONLY_RGB and tuple(out[28, 56]) == cv.B_ONLY_RGB  # outlines
+    assert tuple(out[0, 28]) == cd.A_ONLY_RGB and tuple(out[28, 56]) == cd.B_ONLY_RGB  # outlines
     assert np.all(out[:28, :28] == 100) and np.all(out[28:, :28] == 100)
 
 
@@ -113,7 +114,7 @@ def test_pane_in_difference_mode_counts_the_blocks(opened) -> None:
     stored, results, _ = opened
     plain = cv.prepare_pane(results, 1, 6, cv.PaneOptions(labels=stored.labels))
     diff = cv.prepare_pane(results, 1, 6, cv.PaneOptions(difference_with=0, labels=stored.labels))
-    masks = cv.difference_masks(results[0], results[1], 6)
+    masks = cd.difference_masks(results[0], results[1], 6)
     assert {k: diff.info[k] for k in masks} == {k: int(v.sum()) for k, v in masks.items()}
     assert f"vs {stored.labels[0]}: {diff.info['a_only']} only there" in diff.caption
     assert (masks["a_only"].any() or masks["b_only"].any()) == (not np.array_equal(plain.image, diff.image))

@@ -27,10 +27,11 @@ from backend.render import (
     PATCH_GRID_RGB,
     SCALES,
     LayerOptions,
+    OverlayPlan,
     cached_plan,
     check_row,
     codec_grid_lines,
-    draw_overlays,
+    draw_frame,
     frame_facts,
     group_of_row,
     lost_blocks,
@@ -56,6 +57,7 @@ __all__ = [
     "LayerOptions",
     "block_at",
     "codec_grid_lines",
+    "frame_info",
     "lost_blocks",
     "prepare_frame_layers",
     "score_map",
@@ -120,10 +122,22 @@ def prepare_frame_layers(result: RunResult, row: int, options: LayerOptions | No
     """
     check_row(result, row)
     plan = cached_plan(result, options or LayerOptions())
-    image = draw_overlays(result, row, plan)
+    image = draw_frame(result, row, plan)
+    return FrameLayers(
+        image=image, legend=plan.legend, legend_stops=plan.legend_stops, info=_plan_info(result, row, plan)
+    )
+
+
+def frame_info(result: RunResult, row: int, options: LayerOptions | None = None) -> dict[str, Any]:
+    """The info-panel dict of :func:`prepare_frame_layers` without drawing the frame (the info
+    line route answers every step, and a frame copy cost it up to 1 ms)."""
+    check_row(result, row)
+    return _plan_info(result, row, cached_plan(result, options or LayerOptions()))
+
+
+def _plan_info(result: RunResult, row: int, plan: OverlayPlan) -> dict[str, Any]:
     kept = plan.kept.get(row)
-    info = _info(result, row, 0 if kept is None else int(kept.shape[0]), row in plan.anchors)
-    return FrameLayers(image=image, legend=plan.legend, legend_stops=plan.legend_stops, info=info)
+    return _info(result, row, 0 if kept is None else int(kept.shape[0]), row in plan.anchors)
 
 
 def _raw_cells(result: RunResult, row: int, y0: int, y1: int, x0: int, x1: int) -> list[tuple[int, int]]:

@@ -177,7 +177,7 @@ def render_jpeg(
     ``request.codec``: codec layers (``mv``, ``qp``) drawn over it from ``sides``.
     Raises the backend's errors, and ValueError for a row outside the run.
     """
-    from backend.render import cached_plan, draw_native
+    from backend.render import cached_plan, draw_frame
     from views.inspector.codec_layers import parse_codec_layers
 
     run_id = request.run_id
@@ -189,7 +189,7 @@ def render_jpeg(
 
         def native() -> np.ndarray:
             fid = int(result.candidates.frame_indices[row])
-            image = draw_native(result, row, cached_plan(result, opts), sources.get(run_id, fid))
+            image = draw_frame(result, row, cached_plan(result, opts), sources.get(run_id, fid))
             return _with_codec_layers(image, sides, run_id, result, row, kinds)
 
         return cache.get((run_id, row, opts, kinds, "native"), native)
@@ -268,11 +268,11 @@ def warm_frame(ws: Workspace, cache: JpegCache, run_id: str, row: int, view: Vie
 
 def info_fragment(ws: Workspace, run_id: str, row: int) -> str:
     """The info line of one frame (also served at /lens/info for the browser's frame steps)."""
-    from views.inspector.frame_layers import prepare_frame_layers
+    from views.inspector.frame_layers import frame_info
 
     result = ws.result(run_id)
     checked_row(result, row)
-    return info_text_html(result, prepare_frame_layers(result, row, INFO_VIEW.options()).info)
+    return info_text_html(result, frame_info(result, row, INFO_VIEW.options()))
 
 
 def info_text_html(result: RunResult, info: dict[str, Any]) -> str:

@@ -76,7 +76,7 @@ def _ring(image: np.ndarray, y0: int, x0: int, side: int, border: int, rgb: tupl
 
 
 def _tiny_run(pixels: np.ndarray, *, good: bool = True, reason: str = "") -> SimpleNamespace:
-    """The few run records draw_overlays reads without a heatmap, for synthetic frames."""
+    """The few run records draw_frame reads without a heatmap, for synthetic frames."""
     n = pixels.shape[0]
     return SimpleNamespace(
         candidates=SimpleNamespace(frame_indices=np.arange(n)),
@@ -99,7 +99,7 @@ def test_kept_outlines_and_block_grid_are_the_hand_drawn_pixels():
     kept = {0: np.array([[1, 2], [2, 4]]), 1: np.array([[0, 0]])}
     before = pixels.copy()
     only_kept = render.LayerOptions(kept=True, anchor_badge=False, bad_frames=False)
-    image = render.draw_overlays(_tiny_run(pixels), 0, _tiny_plan(only_kept, kept=kept))
+    image = render.draw_frame(_tiny_run(pixels), 0, _tiny_plan(only_kept, kept=kept))
     expected = pixels[0].copy()
     _ring(expected, 8, 16, 8, 2, (255, 64, 32))  # block (1, 2)
     _ring(expected, 16, 32, 8, 2, (255, 64, 32))  # block (2, 4), at the frame's corner
@@ -107,7 +107,7 @@ def test_kept_outlines_and_block_grid_are_the_hand_drawn_pixels():
     assert np.array_equal(pixels, before)  # the run's frames are not modified
     # The block grid goes under the outlines: white lines every 8 px, kept rings on top.
     grid = ((slice(None, None, 8), slice(None, None, 8), (255, 255, 255)),)
-    image = render.draw_overlays(_tiny_run(pixels), 1, _tiny_plan(only_kept, kept=kept, grid_lines=grid))
+    image = render.draw_frame(_tiny_run(pixels), 1, _tiny_plan(only_kept, kept=kept, grid_lines=grid))
     expected = pixels[1].copy()
     expected[[0, 8, 16]] = 255
     expected[:, [0, 8, 16, 24, 32]] = 255
@@ -120,8 +120,8 @@ def test_anchor_badge_is_a_4px_border_and_a_label_box():
     pixels = np.full((2, 48, 96, 3), 90, np.uint8)
     badge = render.LayerOptions(kept=False, anchor_badge=True, bad_frames=False)
     plan = _tiny_plan(badge, anchors=frozenset({1}))
-    assert np.array_equal(render.draw_overlays(_tiny_run(pixels), 0, plan), pixels[0])  # not an anchor
-    image = render.draw_overlays(_tiny_run(pixels), 1, plan)
+    assert np.array_equal(render.draw_frame(_tiny_run(pixels), 0, plan), pixels[0])  # not an anchor
+    image = render.draw_frame(_tiny_run(pixels), 1, plan)
     anchor = np.array((32, 200, 255), np.uint8)
     frame = np.ones((48, 96), bool)
     frame[4:-4, 4:-4] = False
@@ -141,7 +141,7 @@ def test_bad_frames_are_tinted_red_and_labelled():
     pixels = np.zeros((1, 64, 160, 3), np.uint8)
     pixels[:] = (100, 100, 200)
     bad = render.LayerOptions(kept=False, anchor_badge=False, bad_frames=True)
-    image = render.draw_overlays(_tiny_run(pixels, good=False, reason="blur"), 0, _tiny_plan(bad))
+    image = render.draw_frame(_tiny_run(pixels, good=False, reason="blur"), 0, _tiny_plan(bad))
     # 0.35 · (255, 0, 0) + 0.65 · (100, 100, 200), rounded.
     tinted = (154, 65, 130)
     assert tuple(image[0, 0]) == tinted and tuple(image[20, 150]) == tinted
@@ -149,7 +149,7 @@ def test_bad_frames_are_tinted_red_and_labelled():
     assert (label == 255).all(axis=1).any()  # white text "BAD: blur" near the bottom-left
     assert (image[:30] == tinted).all() and (image[:, 150:] == tinted).all()
     off = dataclasses.replace(bad, bad_frames=False)
-    assert np.array_equal(render.draw_overlays(_tiny_run(pixels, good=False), 0, _tiny_plan(off)), pixels[0])
+    assert np.array_equal(render.draw_frame(_tiny_run(pixels, good=False), 0, _tiny_plan(off)), pixels[0])
 
 
 def test_kept_outlines_on_a_real_run_match_the_selection(runs):
@@ -169,7 +169,7 @@ def test_kept_outlines_on_a_real_run_match_the_selection(runs):
         expected = result.decoded.pixels[row].copy()
         for br, bc in kept.get(row, ()):
             _ring(expected, br * f, bc * f, f, 2, render.KEPT_RGB)
-        assert np.array_equal(render.draw_overlays(result, row, plan), expected), row
+        assert np.array_equal(render.draw_frame(result, row, plan), expected), row
 
 
 def test_mp4_decodes_with_the_requested_frames_and_kept_colour(runs, stored):

@@ -114,15 +114,15 @@ def test_scale_and_width_set_the_size_and_lines_grow_above_720_rows(export_run, 
     processed = _png(export_run, tmp_path / "p.png", fid, size="processed")
     assert processed.shape[:2] == (280, 504)
     plan = render.plan_overlays(result, options=render.layer_options("kept"))
-    assert np.array_equal(processed, render.draw_overlays(result, row, plan))
+    assert np.array_equal(processed, render.draw_frame(result, row, plan))
 
 
 def test_scaled_drawing_is_the_viewers_at_the_processed_size(export_run):
     result = export_run.result
     plan = render.plan_overlays(result, options=render.layer_options(render.LAYER_NAMES))
     for row in range(0, result.candidates.frame_indices.size, 5):
-        expected = render.draw_overlays(result, row, plan)
-        got = render.draw_overlays_scaled(result, row, plan, result.decoded.pixels[row])
+        expected = render.draw_frame(result, row, plan)
+        got = render.draw_frame(result, row, plan, result.decoded.pixels[row])
         assert np.array_equal(got, expected), row
 
 

@@ -106,7 +106,7 @@ def _native_views(
     fid = int(result.candidates.frame_indices[row])
     plan = render.cached_plan(result, opts)
     ((_, decoded),) = native.iter_frames_rgb(export_run.video_path, [fid])
-    return render.draw_native(result, row, plan, decoded), render.draw_native(
+    return render.draw_frame(result, row, plan, decoded), render.draw_frame(
         result, row, plan, source_frame(result.info, fid)
     )
 

@@ -23,7 +23,7 @@ def test_the_fast_path_draws_the_general_paths_pixels(sample_run, heat):
         fast = _draw(sample_run, row, plan, frame, fast=True)
         assert np.array_equal(fast, _draw(sample_run, row, plan, frame, fast=False)), row
         assert np.array_equal(fast, render.draw_frame(sample_run, row, plan))
-        assert np.array_equal(fast, render.draw_overlays(sample_run, row, plan))
+        assert np.array_equal(fast, render.draw_frame(sample_run, row, plan))
 
 
 def test_heat_has_one_stored_name_per_mode():

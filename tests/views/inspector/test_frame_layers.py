@@ -194,6 +194,12 @@ def test_info_panel_fields(result, kept_row):
     assert info["moved_from"] is None
 
 
+def test_frame_info_is_the_info_of_the_drawn_frame(result):
+    """The info line route's undrawn facts equal the drawn frame's, row by row."""
+    for row in range(len(result.candidates.frame_indices)):
+        assert fl.frame_info(result, row) == fl.prepare_frame_layers(result, row).info, row
+
+
 def test_anchor_badge_is_drawn_only_on_anchors(result, kept_row):
     anchor = min(anchor_rows(result))
     badge = dataclasses.replace(PLAIN, anchor_badge=True)
