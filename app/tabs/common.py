@@ -57,7 +57,8 @@ def ui_error(exc: BaseException, *, single_line: bool = False, wording: FixWordi
     the app), else its text (on one line with ``single_line``)."""
     if isinstance(exc, CodecLensError):
         return gr.Error(error_line(exc, wording=wording))
-    text = str(exc)
+    # str() of a gr.Error is its message's repr, quotes and all.
+    text = str(exc.message) if isinstance(exc, gr.Error) else str(exc)
     return gr.Error(text.replace("\n", " ") if single_line else text)
 
 

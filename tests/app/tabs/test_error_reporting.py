@@ -46,6 +46,17 @@ def test_a_refused_input_goes_to_the_status_line_and_leaves_the_other_outputs() 
         common.reported(lambda: {}["x"], [status], status)()
 
 
+def test_a_where_before_any_batch_says_so_without_quotes(ws: Workspace) -> None:
+    """The Dataset tab's WHERE on no opened batch: the status line's text is the message itself
+    (a gr.Error is a ValueError, and re-raised through str() it came back as its repr, quoted)."""
+    status = object()
+    apply = common.reported(lambda: dataset.show(ws, "", "tokens <", None, False), [status], status)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        line = apply()
+    assert line == "**Error:** Open a batch first: its batch.parquet, or a stored dataset."
+
+
 @pytest.mark.needs_cvp  # the Run tab's default score is bitcost: the check needs the reader present
 def test_av1_with_default_options_names_the_run_tabs_controls_and_the_cli_its_flags(
     ws: Workspace, tmp_path: Path
