@@ -47,9 +47,12 @@ def error_line(exc: BaseException, *, wording: FixWording | None = None) -> str:
         return f"{head} {rendered}{getattr(exc, 'fix_note', '')}".replace("\n", " ")
     if isinstance(exc, CodecLensError):
         return exc.one_line()
-    if isinstance(exc, gr.Error):
-        return str(exc.message).replace("\n", " ")
-    return str(exc).replace("\n", " ")
+    return _text(exc).replace("\n", " ")
+
+
+def _text(exc: BaseException) -> str:
+    """The text of ``exc``: a gr.Error's message (its str() is the message's repr, quotes and all)."""
+    return str(exc.message) if isinstance(exc, gr.Error) else str(exc)
 
 
 def ui_error(exc: BaseException, *, single_line: bool = False, wording: FixWording | None = None) -> gr.Error:
@@ -57,8 +60,7 @@ def ui_error(exc: BaseException, *, single_line: bool = False, wording: FixWordi
     the app), else its text (on one line with ``single_line``)."""
     if isinstance(exc, CodecLensError):
         return gr.Error(error_line(exc, wording=wording))
-    # str() of a gr.Error is its message's repr, quotes and all.
-    text = str(exc.message) if isinstance(exc, gr.Error) else str(exc)
+    text = _text(exc)
     return gr.Error(text.replace("\n", " ") if single_line else text)
 
 
