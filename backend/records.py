@@ -370,20 +370,74 @@ class Selection(_ShapeRepr):
     warnings: tuple[RunWarning, ...] = ()
 
 
-@dataclass(frozen=True, repr=False)
-class Canvases(_ShapeRepr):
-    """Packed canvases and the token records that map them back to source frames."""
+class CanvasPixels:
+    """Where a run's canvas pixels come from: held in memory (this class) or packed when first
+    asked for (``backend.stages.pack``: a re-selection that only views one canvas packs one)."""
 
-    images: np.ndarray
-    """(C, H, W, 3) uint8 RGB."""
+    def __init__(self, images: np.ndarray) -> None:
+        self._images = images
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(C, H, W, 3), without packing anything."""
+        return tuple(self._images.shape)  # type: ignore[return-value]
+
+    @property
+    def packed(self) -> bool:
+        """Whether every canvas's pixels are in memory (always, for held pixels)."""
+        return True
+
+    def canvas(self, canvas_index: int) -> np.ndarray:
+        """(H, W, 3) uint8 RGB of one canvas."""
+        return self._images[canvas_index]
+
+    def all(self) -> np.ndarray:
+        """(C, H, W, 3) uint8 RGB of every canvas (the same array on every call)."""
+        return self._images
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A packed-on-demand subclass pickles its pixels, not the decode it packs from.
+        return (CanvasPixels, (self.all(),))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape})"
+
+
+@dataclass(frozen=True, repr=False, eq=False, init=False)
+class Canvases(_ShapeRepr):
+    """Packed canvases and the token records that map them back to source frames.
+
+    Built from ``images`` (held) or ``pixels`` (a :class:`CanvasPixels`, e.g. packed on demand);
+    ``images`` wins when both are given, as ``dataclasses.replace(c, images=...)`` does.
+    """
+
     tokens: np.ndarray
     """(C·S, 8) int32, canvas-raster rows, columns :data:`TOKEN_COLUMNS`."""
     canvas_group_index: np.ndarray
     """(C,) int32, the group each canvas belongs to."""
+    pixels: CanvasPixels
+    """The canvases' (C, H, W, 3) pixels, held or packed on demand."""
+
+    def __init__(
+        self,
+        *,
+        tokens: np.ndarray,
+        canvas_group_index: np.ndarray,
+        images: np.ndarray | None = None,
+        pixels: CanvasPixels | None = None,
+    ) -> None:
+        if images is not None:
+            _check(images.ndim == 4 and images.dtype == np.uint8, f"{images.shape = }")
+            pixels = CanvasPixels(images)
+        _check(pixels is not None, "Canvases need images or pixels")
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "canvas_group_index", canvas_group_index)
+        object.__setattr__(self, "pixels", pixels)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
-        c = self.images.shape[0]
-        _check(self.images.ndim == 4 and self.images.dtype == np.uint8, f"{self.images.shape = }")
+        c = self.count
+        _check(len(self.pixels.shape) == 4 and self.pixels.shape[3] == 3, f"{self.pixels.shape = }")
         _check(
             self.tokens.ndim == 2 and self.tokens.shape[1] == len(TOKEN_COLUMNS),
             f"{self.tokens.shape = }",
@@ -391,6 +445,24 @@ class Canvases(_ShapeRepr):
         _check(self.canvas_group_index.shape == (c,), f"{self.canvas_group_index.shape = }, {c = }")
         if c:
             _check(self.tokens.shape[0] % c == 0, f"{self.tokens.shape = } not divisible by {c = }")
+
+    @property
+    def count(self) -> int:
+        """C, the number of canvases (nothing is packed to tell)."""
+        return int(self.pixels.shape[0])
+
+    @property
+    def images(self) -> np.ndarray:
+        """(C, H, W, 3) uint8 RGB of every canvas (packed on first use when packed on demand)."""
+        return self.pixels.all()
+
+    def image(self, canvas_index: int) -> np.ndarray:
+        """(H, W, 3) uint8 RGB of canvas ``canvas_index`` (only it is packed, when on demand)."""
+        if not 0 <= canvas_index < self.count:
+            raise ValueError(
+                f"Invalid canvas_index ({canvas_index}). Supported values are 0 to {self.count - 1}."
+            )
+        return self.pixels.canvas(canvas_index)
 
     @property
     def src_patch_position(self) -> np.ndarray:

@@ -82,7 +82,7 @@ def _first_row_by_frame(result: RunResult) -> dict[int, int]:
 
 
 def _check_canvas_index(result: RunResult, canvas_index: int) -> None:
-    count = result.canvases.images.shape[0]
+    count = result.canvases.count
     if not 0 <= canvas_index < count:
         raise ValueError(f"Invalid canvas_index ({canvas_index!r}). Supported values are 0 to {count - 1}.")
 
@@ -298,7 +298,7 @@ def round_trip_check(result: RunResult, *, canvas_dir: Path | None = None) -> Ro
     Tokens whose source frame was never decoded are counted as unchecked, not as passes.
     """
     tokens = _valid_tokens(result)
-    count = result.canvases.images.shape[0]
+    count = result.canvases.count
     total = int(tokens.shape[0])
 
     def outcome(images: np.ndarray, fmt: str, what: str) -> RoundTrip:
@@ -378,7 +378,7 @@ def prepare_canvas_figure(result: RunResult, canvas_index: int, *, jpeg_quality:
     _check_canvas_index(result, canvas_index)
     if not 1 <= jpeg_quality <= 100:
         raise ValueError(f"Invalid jpeg_quality ({jpeg_quality!r}). Supported values are 1 to 100.")
-    image = result.canvases.images[canvas_index]
+    image = result.canvases.image(canvas_index)
     h, w = image.shape[:2]
     p = result.geometry.patch
     hb, wb = result.geometry.grid_hw

@@ -37,7 +37,7 @@ def summary_of(result: Any, options: Any, seconds: float, **extra: Any) -> dict[
         "frames": int(result.candidates.frame_indices.size),
         "total_frames": result.info.total_frames,
         "groups": len(result.selection.groups),
-        "canvases": int(result.canvases.images.shape[0]),
+        "canvases": int(result.canvases.count),
         "tokens": int(result.canvases.tokens.shape[0]),
         "valid_tokens": int(result.canvases.tokens[:, 7].sum()),
         "seconds": round(seconds, 3),

@@ -82,7 +82,7 @@ class CanvasViews:
 def summary_markdown(result: RunResult, run_id: str) -> str:
     c, g = result.canvases, result.geometry
     return (
-        f"Run `{run_id}`: {c.images.shape[0]} canvases of {c.images.shape[2]}×{c.images.shape[1]} "
+        f"Run `{run_id}`: {c.count} canvases of {c.pixels.shape[2]}×{c.pixels.shape[1]} "
         f"({g.grid_hw[0]}×{g.grid_hw[1]} patches of {g.patch} px), "
         f"{int(c.tokens[:, 7].sum())} of {c.tokens.shape[0]} tokens carry a source patch. "
         "Select a canvas, then hover its patches."

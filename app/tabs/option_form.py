@@ -16,6 +16,7 @@ from backend.errors import CodecLensError
 
 if TYPE_CHECKING:
     from app.workspace import Workspace
+    from backend.store.runs import RunRow
 
 OptionControl = gr.Dropdown | gr.Checkbox | gr.Number
 """What :func:`option_controls` makes for one option field."""
@@ -110,13 +111,16 @@ class OptionLayout:
         return [tab.selector, *(tab.selector_controls[s][n] for s, n, _ in self.entries[1:])]
 
 
-def opened_options(ws: Workspace, run_id: str, layout: OptionLayout) -> list[Any]:
+def opened_options(
+    ws: Workspace, run_id: str, layout: OptionLayout, *, row: RunRow | None = None
+) -> list[Any]:
     """The value each control of ``layout`` takes for stored run ``run_id``: the run's selector,
-    then its option values; None leaves a control as it is (another selector's)."""
+    then its option values; None leaves a control as it is (another selector's). ``row``: the
+    run's store row, when the caller has it."""
     from backend.selectors import options_for
 
     try:
-        row = ws.store.get_run(run_id)
+        row = row if row is not None and row.run_id == run_id else ws.store.get_run(run_id)
     except CodecLensError as exc:
         raise ui_error(exc) from exc
     # cvp's options read as they were stored (a run made before an option existed keeps the
@@ -131,9 +135,12 @@ def opened_options(ws: Workspace, run_id: str, layout: OptionLayout) -> list[Any
     return out
 
 
-def opened_options_json(ws: Workspace, run_id: str, layout: OptionLayout) -> str:
+def opened_options_json(
+    ws: Workspace, run_id: str, layout: OptionLayout, *, row: RunRow | None = None
+) -> str:
     """:func:`opened_options` as the JSON text the page spreads over the controls (run_apply_options.js)."""
-    return json.dumps({"run": run_id, "values": opened_options(ws, run_id, layout)}, default=str)
+    values = opened_options(ws, run_id, layout, row=row)
+    return json.dumps({"run": run_id, "values": values}, default=str)
 
 
 def apply_options_js(layout: OptionLayout) -> str:

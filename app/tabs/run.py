@@ -193,7 +193,7 @@ def start_run(
     status = (
         f"Run **{new_id}** done in {time.perf_counter() - t0:.2f} s ({note}): "
         f"{plural(len(result.selection.groups), 'group')}, "
-        f"{plural(result.canvases.images.shape[0], 'canvas', 'canvases')}, "
+        f"{plural(result.canvases.count, 'canvas', 'canvases')}, "
         f"{plural(result.canvases.tokens.shape[0], 'token')}."
     )
     return new_id, status

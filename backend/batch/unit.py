@@ -266,7 +266,7 @@ def done_row(
         "total_frames": int(info.total_frames),
         "frames": int(result.candidates.frame_indices.size),
         "groups": len(result.selection.groups),
-        "canvases": int(result.canvases.images.shape[0]),
+        "canvases": int(result.canvases.count),
         "tokens": int(tokens.shape[0]),
         "valid_tokens": int(tokens[:, 7].sum()),
         "temporal_coverage": round(temporal_coverage(tokens, int(info.total_frames)), 6),

@@ -280,7 +280,7 @@ def run_figures(result: RunResult) -> dict[str, Any]:
     info = result.info
     mask = kept_masks(result)[: max(1, info.total_frames)]
     duration = info.total_frames / info.fps if info.fps else info.duration_secs
-    canvases = int(result.canvases.images.shape[0])
+    canvases = int(result.canvases.count)
     valid = int(result.canvases.tokens[:, 7].sum())
     per = (lambda x: x / duration) if duration > 0 else (lambda x: math.nan)
     return {

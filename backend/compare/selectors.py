@@ -296,7 +296,7 @@ def coverage(result: RunResult, grid_hw: tuple[int, int], *, variant_index: int,
     return Coverage(
         variant_index=variant_index,
         selector=selector,
-        canvases=int(result.canvases.images.shape[0]),
+        canvases=int(result.canvases.count),
         tokens=int(tok.shape[0]),
         valid_tokens=int(tok[:, 7].sum()),
         kept_blocks=int(masks.sum()),

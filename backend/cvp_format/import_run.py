@@ -72,7 +72,7 @@ class CvpImport:
         c = self.result.canvases
         head = (
             f"{self.cvp_dir} ({self.video}): {self.status} — {self.result.candidates.frame_indices.size} "
-            f"frame ids, {c.tokens.shape[0]} positions, {c.images.shape[0]} canvases → run {self.run_id} "
+            f"frame ids, {c.tokens.shape[0]} positions, {c.count} canvases → run {self.run_id} "
             f"(recomputed as {self.recomputed_run_id})"
         )
         return [head, *(f"  {w.code}: {w.message}" for w in self.warnings)]
@@ -87,7 +87,7 @@ class CvpImport:
             "video": self.video,
             "status": self.status,
             "frame_ids": int(self.result.candidates.frame_indices.size),
-            "canvases": int(self.result.canvases.images.shape[0]),
+            "canvases": int(self.result.canvases.count),
             "tokens": int(tokens.shape[0]),
             "valid_tokens": int(tokens[:, 7].sum()),
             "frame_ids_differing": c.frame_ids_differing,

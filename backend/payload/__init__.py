@@ -20,7 +20,7 @@ def prompt_for_result(result: RunResult, *, compact: bool = False) -> str:
     """
     from backend.errors import InputError
 
-    count = result.canvases.images.shape[0]
+    count = result.canvases.count
     names = [f"canvas_{i:03d}" for i in range(count)]
     try:
         payload = llava_ov2_payload(

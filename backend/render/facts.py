@@ -26,9 +26,14 @@ def kept_blocks_by_row(result: RunResult) -> dict[int, np.ndarray]:
     """Candidate row → kept blocks as an (m, 2) int64 array of [block_row, block_col]."""
     out: dict[int, list[np.ndarray]] = {}
     for sel in result.selection.groups:
+        if not sel.kept.shape[0]:
+            continue
         rows = sel.candidate_rows()
-        for t in np.unique(sel.kept[:, 0]).tolist():
-            out.setdefault(int(rows[t]), []).append(sel.kept[sel.kept[:, 0] == t, 1:].astype(np.int64))
+        # By position t, each t's blocks in their kept order (a stable sort, one split).
+        kept = sel.kept[np.argsort(sel.kept[:, 0], kind="stable")]
+        ts, starts = np.unique(kept[:, 0], return_index=True)
+        for t, blocks in zip(ts.tolist(), np.split(kept[:, 1:].astype(np.int64), starts[1:]), strict=True):
+            out.setdefault(int(rows[t]), []).append(blocks)
     return {row: np.concatenate(parts) for row, parts in out.items()}
 
 

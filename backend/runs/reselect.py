@@ -82,7 +82,7 @@ def run_plan(
     t0 = time.perf_counter()
     same = identical_run(store, parent, options)
     if same is not None:
-        result = open_run(store, same.run_id, memory=memory)
+        result = open_run(store, same.run_id, memory=memory, row=same)
         result.timings_secs["reopen"] = time.perf_counter() - t0
         return same.run_id, result, "reused"
     key = parent.cache_key

@@ -33,6 +33,7 @@ from backend.runs.plan import front_is_cached
 from backend.selectors import options_for, select, selector_of, spec_of
 from backend.stages.probe import ProbeConfig, probe
 from backend.store import SessionStore, run_columns, run_summary
+from backend.store.runs import RunRow
 
 
 def content_sha256(path: str | Path) -> str:
@@ -153,7 +154,9 @@ def decode_is_cached(store: SessionStore, run_id: str, *, memory: dict[str, Any]
     return front_is_cached(store, key, memory)
 
 
-def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None = None) -> RunResult:
+def open_run(
+    store: SessionStore, run_id: str, *, memory: dict[str, Any] | None = None, row: RunRow | None = None
+) -> RunResult:
     """Rebuild a stored, finished run's records for viewing.
 
     The decode comes from the run's cache (or ``memory``, as in :func:`reselect`); grouping,
@@ -168,8 +171,10 @@ def open_run(store: SessionStore, run_id: str, *, memory: dict[str, Any] | None 
     Raises
     ------
     StoreError if the run is unknown or not done; the pipeline's errors if the video changed.
+    ``row``: the run's store row, when the caller has just read it (one read fewer).
     """
-    row = store.get_run(run_id)
+    if row is None or row.run_id != run_id:
+        row = store.get_run(run_id)
     if row.status != "done":
         raise StoreError(f"run {run_id} is {row.status}, not done", path=store.path, stage="open")
     options = options_for(row.selector, row.config)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from backend.config import Registry, Variant, option_of, param, validate_fields
-from backend.records import Canvases, DecodedFrames, Geometry, GroupSelection, Selection
+from backend.records import Canvases, CanvasPixels, DecodedFrames, Geometry, GroupSelection, Selection
 from backend.stages.group import GroupConfig
 
 Layout = Callable[[GroupSelection, np.ndarray, int, int], tuple[np.ndarray, np.ndarray]]
@@ -54,15 +54,91 @@ def _by_canvas(
     return order[fits], canvas[fits] * per_canvas + local[fits]
 
 
+class PackedPixels(CanvasPixels):
+    """Canvas pixels packed from the decoded frames when first asked for: a re-selection that
+    shows one canvas packs that one, and ``all()`` packs every canvas once (then keeps them).
+
+    ``anchor_rows`` (G,): the candidate row of each group's anchor (its canvas 0);
+    ``src_rows`` (m,), ``src_blocks`` (m, 2) [block_row, block_col] and ``dst_slots`` (m,): each
+    kept block's source and its block slot counted over all canvases (canvas · S + slot).
+    """
+
+    def __init__(
+        self,
+        frames: np.ndarray,
+        geometry: Geometry,
+        anchor_rows: np.ndarray,
+        ipg: int,
+        src_rows: np.ndarray,
+        src_blocks: np.ndarray,
+        dst_slots: np.ndarray,
+    ) -> None:
+        h, w = geometry.processed_hw
+        self._frames, self._geometry, self._anchor_rows, self._ipg = frames, geometry, anchor_rows, ipg
+        self._shape = (int(anchor_rows.size) * ipg, h, w, 3)
+        per_canvas = int(np.prod(geometry.block_grid_hw))
+        # Kept blocks sorted by their canvas (stable: the order within a canvas as packed).
+        order = np.argsort(dst_slots // per_canvas, kind="stable")
+        self._src_rows, self._src_blocks, self._dst_slots = (
+            src_rows[order],
+            src_blocks[order],
+            dst_slots[order],
+        )
+        self._bounds = np.searchsorted(self._dst_slots // per_canvas, np.arange(self._shape[0] + 1))
+        self._images: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return self._shape  # type: ignore[return-value]
+
+    @property
+    def packed(self) -> bool:
+        return self._images is not None
+
+    def canvas(self, canvas_index: int) -> np.ndarray:
+        if self._images is not None:
+            return self._images[canvas_index]
+        out = np.zeros((1, *self._shape[1:]), dtype=np.uint8)
+        group, k = divmod(int(canvas_index), self._ipg)
+        if k == 0:
+            out[0] = self._frames[self._anchor_rows[group]]
+        lo, hi = self._bounds[canvas_index], self._bounds[canvas_index + 1]
+        self._scatter(
+            out, slice(lo, hi), first_slot=int(canvas_index) * int(np.prod(self._geometry.block_grid_hw))
+        )
+        return out[0]
+
+    def all(self) -> np.ndarray:
+        if self._images is None:
+            images = np.zeros(self._shape, dtype=np.uint8)
+            images[:: self._ipg] = self._frames[self._anchor_rows]
+            self._scatter(images, slice(None), first_slot=0)
+            self._images = images
+        return self._images
+
+    def _scatter(self, images: np.ndarray, kept: slice, *, first_slot: int) -> None:
+        """Copy the kept blocks ``kept`` into ``images``, whose canvas 0 is slot ``first_slot``'s."""
+        src_rows, blk, dst = self._src_rows[kept], self._src_blocks[kept], self._dst_slots[kept] - first_slot
+        if not src_rows.size:
+            return
+        grid = self._geometry.block_grid_hw
+        f = self._geometry.patch * self._geometry.block_size
+        # One fancy index over block-grid views gathers every kept block (touching only those
+        # pixels, even when the frames are memory-mapped) and one scatters them.
+        gathered = _block_view(self._frames, grid, f)[src_rows, blk[:, 0], blk[:, 1]]
+        dst_c, local = np.divmod(dst, grid[0] * grid[1])
+        dst_r, dst_col = np.divmod(local, grid[1])
+        _block_view(images, grid, f)[dst_c, dst_r, dst_col] = gathered
+
+
 def _pack(
     selection: Selection, decoded: DecodedFrames, geometry: Geometry, ipg: int, layout: Layout
 ) -> Canvases:
     """Canvas 0 of each group is its anchor; ``layout`` places the kept blocks on the others."""
-    b, f = geometry.block_size, geometry.patch * geometry.block_size
+    b = geometry.block_size
     hb, wb = geometry.grid_hw
     bh_n, bw_n = geometry.block_grid_hw
     per_canvas = bh_n * bw_n
-    h, w = geometry.processed_hw
     groups = selection.groups
     n_g = len(groups)
     # Block-level layout of each group: source (frame_index, block_row, block_col, t) per
@@ -90,18 +166,15 @@ def _pack(
         src_rows.append(rows[blocks[:, 3]])
         src_blocks.append(blocks[:, 1:3])
         dst_slots.append(k * ipg * per_canvas + where)
-    images = np.zeros((n_g * ipg, h, w, 3), dtype=np.uint8)
-    images[::ipg] = decoded.pixels[anchor_rows]
-    if src_rows:
-        # One fancy index over block-grid views gathers every kept block (touching only
-        # those pixels, even when the frames are memory-mapped) and one scatters them.
-        blk = np.concatenate(src_blocks)
-        gathered = _block_view(decoded.pixels, (bh_n, bw_n), f)[
-            np.concatenate(src_rows), blk[:, 0], blk[:, 1]
-        ]
-        dst_c, local = np.divmod(np.concatenate(dst_slots), per_canvas)
-        dst_r, dst_col = np.divmod(local, bw_n)
-        _block_view(images, (bh_n, bw_n), f)[dst_c, dst_r, dst_col] = gathered
+    pixels = PackedPixels(
+        decoded.pixels,
+        geometry,
+        anchor_rows,
+        ipg,
+        np.concatenate(src_rows) if src_rows else np.zeros(0, np.int64),
+        np.concatenate(src_blocks) if src_blocks else np.zeros((0, 2), np.int64),
+        np.concatenate(dst_slots) if dst_slots else np.zeros(0, np.int64),
+    )
     # Token rows in canvas-raster order: canvas c, patch (ph, pw) sits in block slot
     # (ph // b, pw // b) at offset (ph % b, pw % b) of the source block.
     c_idx, ph, pw = np.meshgrid(np.arange(ipg), np.arange(hb), np.arange(wb), indexing="ij")
@@ -120,7 +193,7 @@ def _pack(
     group_index = np.asarray([sel.group_index for sel in groups], dtype=np.int32)
     tokens[:, 6] = np.repeat(group_index, n_tok)
     tokens[:, 7] = valid
-    return Canvases(images=images, tokens=tokens, canvas_group_index=np.repeat(group_index, ipg))
+    return Canvases(pixels=pixels, tokens=tokens, canvas_group_index=np.repeat(group_index, ipg))
 
 
 def pack_block_raster(

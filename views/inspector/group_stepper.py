@@ -10,10 +10,10 @@ from backend.pipeline import RunResult
 from backend.records import ReadinessStep
 from views.figure_style import (
     COLOURS,
+    FigureDicts,
     axis_style,
     integer_axis_props,
     merged,
-    plain_figure,
     series_colour,
     style_layout,
 )
@@ -87,6 +87,11 @@ def viewed_x(row: int) -> int:
 def prepare_readiness_plot(
     result: RunResult, group_index: int, *, viewed_row: int | None = None
 ) -> go.Figure:
+    """:func:`readiness_dicts` as a plotly Figure (exports, tests)."""
+    return readiness_dicts(result, group_index, viewed_row=viewed_row).figure()
+
+
+def readiness_dicts(result: RunResult, group_index: int, *, viewed_row: int | None = None) -> FigureDicts:
     """The readiness trace of one group.
 
     Parameters
@@ -114,7 +119,7 @@ def prepare_readiness_plot(
     steps = _steps(result, group_index)
     spec = result.groups.specs[indices.index(group_index)]
     if not steps:
-        return _no_trace_figure(result, group_index, spec.stop_reason)
+        return FigureDicts.of(_no_trace_figure(result, group_index, spec.stop_reason))
     ends = [s.end for s in steps]
     frames = [s.frame_index_added for s in steps]
     hover = "end %{x} · frame %{customdata}<br>%{y:.4g}<extra>%{fullData.name}</extra>"
@@ -138,7 +143,7 @@ def prepare_readiness_plot(
             "y2",
         ),
     )
-    # Plain dicts (views.figure_style.plain_figure): the app redraws this on every re-selection.
+    # Plain dicts (views.figure_style.FigureDicts): the app redraws this on every re-selection.
     traces: list[dict[str, Any]] = [
         {
             "type": "scatter",
@@ -179,7 +184,7 @@ def prepare_readiness_plot(
         layout["shapes"] = [_viewed_shape(result, int(viewed_row), x_range)]
         # The page moves the mark as the viewer steps within the group (page.js L.cursor).
         layout["meta"] = {"viewed_row": int(viewed_row), "group_rows": [int(spec.start), int(spec.end)]}
-    return plain_figure(traces, layout)
+    return FigureDicts(traces, layout)
 
 
 def _viewed_shape(result: RunResult, row: int, x_range: list[float]) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def prepare_summary(result: RunResult, *, pipeline_secs: float | None = None, pr
         "",
         f"Profile **{result.options.profile}**: {result.candidates.frame_indices.size} candidates → "
         f"{plural(len(result.selection.groups), 'group')} → "
-        f"{plural(result.canvases.images.shape[0], 'canvas', 'canvases')}, "
+        f"{plural(result.canvases.count, 'canvas', 'canvases')}, "
         f"{int(result.canvases.tokens[:, 7].sum())} valid tokens of {result.canvases.tokens.shape[0]}; "
         f"pipeline {total:.2f} s{reopen}",
     ]

@@ -10,10 +10,10 @@ import plotly.graph_objects as go
 
 from backend.pipeline import RunResult
 from backend.render import anchor_rows, kept_blocks_by_row
-from views.figure_style import plain_figure
+from views.figure_style import FigureDicts
 from views.inspector.timeline import CURSOR_NAME, cursor_shapes
 
-__all__ = ["CURSOR_NAME", "LUMA_WEIGHTS", "per_candidate_series", "prepare_signal_plots"]
+__all__ = ["CURSOR_NAME", "LUMA_WEIGHTS", "per_candidate_series", "prepare_signal_plots", "signal_plot_dicts"]
 
 LUMA_WEIGHTS = np.asarray([0.299, 0.587, 0.114], np.float32)
 """BT.601 luma of RGB."""
@@ -79,6 +79,11 @@ def _padded_range(values: np.ndarray, *, from_zero: bool) -> list[float]:
 
 
 def prepare_signal_plots(result: RunResult, *, cursor_frame_index: int | None = None) -> go.Figure:
+    """:func:`signal_plot_dicts` as a plotly Figure (exports, tests)."""
+    return signal_plot_dicts(result, cursor_frame_index=cursor_frame_index).figure()
+
+
+def signal_plot_dicts(result: RunResult, *, cursor_frame_index: int | None = None) -> FigureDicts:
     """Four stacked per-frame plots sharing x = frame_index.
 
     Rows (top to bottom, y axes ``y`` … ``y4``, each over its own x axis ``x`` … ``x4``, all
@@ -140,5 +145,5 @@ def prepare_signal_plots(result: RunResult, *, cursor_frame_index: int | None = 
         "hovermode": "x",
         "margin": dict(_MARGIN),
     }
-    # Plain dicts, unvalidated: the app redraws these plots on every re-selection.
-    return plain_figure(traces, layout)
+    # Plain dicts, unvalidated (FigureDicts): the app redraws these plots on every re-selection.
+    return FigureDicts(traces, layout)

@@ -14,11 +14,11 @@ from views.figure_style import (
     GROUP_FILLS,
     PAPER_HEIGHT_PX,
     PAPER_WIDTH_PX,
+    FigureDicts,
     axis_style,
     integer_axis_props,
     integer_axis_range,
     merged,
-    plain_figure,
     style_layout,
 )
 from views.inspector.keyframe_notes import avoidance_notes, moved_off
@@ -73,6 +73,19 @@ def prepare_timeline(
     frame_range: tuple[int, int | None] | None = None,
     paper: bool = False,
 ) -> go.Figure:
+    """:func:`timeline_dicts` as a plotly Figure (exports, tests)."""
+    return timeline_dicts(
+        result, cursor_frame_index=cursor_frame_index, frame_range=frame_range, paper=paper
+    ).figure()
+
+
+def timeline_dicts(
+    result: RunResult,
+    *,
+    cursor_frame_index: int | None = None,
+    frame_range: tuple[int, int | None] | None = None,
+    paper: bool = False,
+) -> FigureDicts:
     """Per-frame timeline of a run.
 
     Parameters
@@ -102,7 +115,7 @@ def prepare_timeline(
     needed_bytes = top_bytes / (RUG_HEIGHT - 0.04)
     byte_top, _, _ = integer_axis_range(needed_bytes)
     cand = result.candidates.frame_indices.astype(np.int64)
-    # Plain dicts (views.figure_style.plain_figure): the app redraws this on every re-selection.
+    # Plain dicts (views.figure_style.FigureDicts): the app redraws this on every re-selection.
     # Traces on the secondary axis name it: y2 overlays y on the right, as make_subplots lays out.
     traces = _group_spans(result, cand, lo, hi, top=float(byte_top))  # first: the bars draw over them
     traces += _packet_bars(sizes, frame_pict_types(result), shown, _bar_notes(result, lo, hi))
@@ -141,7 +154,7 @@ def prepare_timeline(
     }
     if paper:
         layout |= {"width": PAPER_WIDTH_PX, "height": PAPER_HEIGHT_PX}
-    return plain_figure(traces, layout)
+    return FigureDicts(traces, layout)
 
 
 def cursor_shapes(frame_index: int | None) -> list[dict[str, Any]]:

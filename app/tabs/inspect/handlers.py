@@ -155,14 +155,16 @@ class LastViewed:
 
 
 def _view_drawers(
-    ws: Workspace, run_id: str, result: RunResult, row: int, view: ViewSettings
+    ws: Workspace, run_id: str, result: RunResult, row: int, view: ViewSettings, stored: RunRow | None
 ) -> ViewOutputs[Callable[[], Any]]:
-    """How to draw each of :class:`ViewOutputs` for run ``run_id`` (``result``) at candidate ``row``."""
+    """How to draw each of :class:`ViewOutputs` for run ``run_id`` (``result``, store row ``stored``
+    or None to read it) at candidate ``row``."""
     from views.figure_style import figure_json
     from views.inspector import group_stepper, signal_plots, timeline
     from views.inspector.navigation import group_of_row, keyframe_rows
 
-    stored = ws.store.get_run(run_id)
+    if stored is None or stored.run_id != run_id:
+        stored = ws.store.get_run(run_id)
     group = group_of_row(result, row)
     cursor = int(result.candidates.frame_indices[row])
     legends = functools.cache(lambda: legends_of(ws, run_id, view))
@@ -181,16 +183,12 @@ def _view_drawers(
         info=lambda: info_of(ws, run_id, row),
         colour_legend=lambda: legends()[0],
         heat_legend=lambda: legends()[1],
-        timeline=lambda: figure_json(timeline.prepare_timeline(result, cursor_frame_index=cursor)),
-        signal_plots=lambda: figure_json(
-            signal_plots.prepare_signal_plots(result, cursor_frame_index=cursor)
-        ),
+        timeline=lambda: figure_json(timeline.timeline_dicts(result, cursor_frame_index=cursor)),
+        signal_plots=lambda: figure_json(signal_plots.signal_plot_dicts(result, cursor_frame_index=cursor)),
         groups_table=lambda: groups_table_html(group_stepper.prepare_group_table(result), group),
         group_pick=lambda: gr.update(choices=[s.group_index for s in specs], value=group),
         readiness_plot=lambda: (
-            ""
-            if group is None
-            else figure_json(group_stepper.prepare_readiness_plot(result, group, viewed_row=row))
+            "" if group is None else figure_json(group_stepper.readiness_dicts(result, group, viewed_row=row))
         ),
         shown_run=lambda: run_id,
         video_path=lambda: gr.update(value=stored.video_path),
@@ -198,14 +196,21 @@ def _view_drawers(
 
 
 def open_view(
-    ws: Workspace, run_id: str, row: int, view: ViewSettings, *, skip: tuple[str, ...] = ()
+    ws: Workspace,
+    run_id: str,
+    row: int,
+    view: ViewSettings,
+    *,
+    skip: tuple[str, ...] = (),
+    stored: RunRow | None = None,
 ) -> ViewOutputs[Any]:
     """Every output that depends on the open run (:class:`ViewOutputs`); those named in ``skip``
-    are left as they are (``gr.update()``, not drawn: plots cost ~10 ms each)."""
+    are left as they are (``gr.update()``, not drawn: plots cost ~10 ms each). ``stored``: the
+    run's store row, when the caller has just read it."""
     result = result_of(ws, run_id)
     n = int(result.candidates.frame_indices.size)
     row = min(max(int(row), 0), n - 1)
-    draw = _view_drawers(ws, run_id, result, row, view)
+    draw = _view_drawers(ws, run_id, result, row, view, stored)
     outputs = ViewOutputs(
         *(gr.update() if name in skip else d() for name, d in zip(VIEW_OUTPUTS, draw, strict=True))
     )
@@ -284,7 +289,7 @@ def show_group(ws: Workspace, run_id: str, group: Any) -> tuple[Any, Any]:
         spec = specs[int(group)]
     except (KeyError, TypeError, ValueError) as exc:
         raise gr.Error(f"Run {run_id} has no group {group!r}: its groups are 0 to {len(specs) - 1}.") from exc
-    plot = group_stepper.prepare_readiness_plot(result, spec.group_index, viewed_row=spec.start)
+    plot = group_stepper.readiness_dicts(result, spec.group_index, viewed_row=spec.start)
     return figure_json(plot), spec.start
 
 
@@ -303,5 +308,5 @@ def follow_group(ws: Workspace, run_id: str, row: float, shown_group: Any) -> tu
     group = group_of_row(result, viewed)
     if group is None or str(shown_group) == str(group):
         return gr.update(), gr.update()
-    plot = group_stepper.prepare_readiness_plot(result, group, viewed_row=viewed)
+    plot = group_stepper.readiness_dicts(result, group, viewed_row=viewed)
     return gr.update(value=group), figure_json(plot)

@@ -82,7 +82,7 @@ def reselect_live(
 
     Raises ``gr.Error`` when the run has no cached decode to re-select from (then Run it again).
     """
-    outputs, finish = reselect_live_answer(ws, names, run_id, row, view, values)
+    outputs, finish, _ = reselect_live_answer(ws, names, run_id, row, view, values)
     finish()
     return outputs
 
@@ -96,17 +96,18 @@ def reselect_live_answer(
     values: list[Any],
     *,
     skip: tuple[str, ...] = (),
-) -> tuple[tuple[Any, ...], Finish]:
-    """:func:`reselect_live`'s outputs (those named in ``skip`` left unchanged, not drawn), and
-    what is left once the page has them (``finish``). Until ``finish`` runs the file stays open."""
+) -> tuple[tuple[Any, ...], Finish, RunRow | None]:
+    """:func:`reselect_live`'s outputs (those named in ``skip`` left unchanged, not drawn), what
+    is left once the page has them (``finish``; until it runs the file stays open), and the new
+    run's store row (None when no option changed)."""
     steps = reselect_live_steps(ws, names, run_id, row, view, values, skip=skip)
-    outputs = next(steps)
+    outputs, new_row = next(steps)
 
     def finish() -> None:
         for _ in steps:
             pass
 
-    return outputs, finish
+    return outputs, finish, new_row
 
 
 def reselect_live_steps(
@@ -118,10 +119,10 @@ def reselect_live_steps(
     values: list[Any],
     *,
     skip: tuple[str, ...] = (),
-) -> Iterator[tuple[Any, ...]]:
-    """:func:`reselect_live` in two steps: yields the outputs as soon as they are ready, and only
-    then saves the old run's viewer and closes the session file (DuckDB writes its log into the
-    file on close, 20-200 ms the page need not wait for)."""
+) -> Iterator[tuple[tuple[Any, ...], RunRow | None]]:
+    """:func:`reselect_live` in two steps: yields the outputs (and the new run's store row) as
+    soon as they are ready, and only then saves the old run's viewer and closes the session file
+    (DuckDB writes its log into the file on close, 20-200 ms the page need not wait for)."""
     from app.tabs.sessions import save_view
     from backend.runs import plan_reselection, run_plan
 
@@ -135,7 +136,7 @@ def reselect_live_steps(
             )
         changes = live_changes(parent, names, values)
         if not changes:
-            yield (gr.update(),) * len(VIEW_OUTPUTS)
+            yield (gr.update(),) * len(VIEW_OUTPUTS), None
             return
         try:
             plan = plan_reselection(ws.store, parent, changes, memory=ws.memory)
@@ -146,9 +147,13 @@ def reselect_live_steps(
         except CodecLensError as exc:
             raise ui_error(exc) from exc
         ws.remember(new_id, new_result)
+        try:
+            new_row = ws.store.get_run(new_id)
+        except CodecLensError as exc:
+            raise ui_error(exc) from exc
         # The candidates do not change: the viewer stays on the same row.
-        shown = open_view(ws, new_id, int(row), view, skip=(*skip, "video_path"))
-        yield (new_id, *shown[:-1])
+        shown = open_view(ws, new_id, int(row), view, skip=(*skip, "video_path"), stored=new_row)
+        yield (new_id, *shown[:-1]), new_row
         try:
             save_view(ws, run_id, row, view.layers, view.opacity, view.colormap)
         except CodecLensError as exc:
@@ -180,7 +185,7 @@ def reselect_route(
         return {"error": f"Invalid live option ({unknown[0]}). Supported values are {supported}."}, None
     run = body["run"]
     try:
-        out, finish = reselect_live_answer(
+        out, finish, new_row = reselect_live_answer(
             ws, list(asked), run, body["row"], view, list(asked.values()), skip=LIVE_KEEPS
         )
     except gr.Error as exc:
@@ -188,7 +193,7 @@ def reselect_route(
     try:
         if not isinstance(out[0], str):
             return {"outputs": []}, finish
-        answer = {"outputs": _live_outputs(ws, route, run, view, out)}
+        answer = {"outputs": _live_outputs(ws, route, run, view, out, new_row)}
         # The new run's info line at the viewed row: the page shows the new frame with it, without
         # a second request whose answer waits for the page to apply this one (inspect_live.js).
         try:
@@ -204,7 +209,12 @@ def reselect_route(
 
 
 def _live_outputs(
-    ws: Workspace, route: LiveRoute, run: str, view: ViewSettings, out: tuple[Any, ...]
+    ws: Workspace,
+    route: LiveRoute,
+    run: str,
+    view: ViewSettings,
+    out: tuple[Any, ...],
+    new_row: RunRow | None,
 ) -> list[Any]:
     """The page's values for ``route.targets`` from :func:`reselect_live_answer`'s outputs."""
     # Every component update costs the page 5-20 ms: what did not change is not sent.
@@ -215,5 +225,5 @@ def _live_outputs(
     # shown_run goes first: Gradio applies an answer's outputs in order and starts run_id's change
     # events as it applies run_id, so they must already read the new shown_run (inspect_open_if_new.js).
     shown = view_now.pop("shown_run")
-    values = (shown, out[0], *view_now.values(), opened_options_json(ws, out[0], route.layout))
+    values = (shown, out[0], *view_now.values(), opened_options_json(ws, out[0], route.layout, row=new_row))
     return [frontend_value(c, v) for c, v in zip(route.targets, values, strict=True)]
