@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -368,6 +371,31 @@ class Selection(_ShapeRepr):
     groups: tuple[GroupSelection, ...]
     skipped_group_indices: tuple[int, ...]
     warnings: tuple[RunWarning, ...] = ()
+
+    @functools.cached_property
+    def kept_by_row(self) -> Mapping[int, np.ndarray]:
+        """Candidate row → its kept blocks, a read-only (m, 2) int64 array of [block_row, block_col]
+        (by group, then in kept order). Worked out once: the timeline, the signal plots and the
+        frame overlays all ask for it on every re-selection."""
+        out: dict[int, list[np.ndarray]] = {}
+        for sel in self.groups:
+            if not sel.kept.shape[0]:
+                continue
+            rows = sel.candidate_rows()
+            # By position t, each t's blocks in their kept order (a stable sort, one split).
+            kept = sel.kept[np.argsort(sel.kept[:, 0], kind="stable")]
+            ts, starts = np.unique(kept[:, 0], return_index=True)
+            parts = np.split(kept[:, 1:].astype(np.int64), starts[1:])
+            for t, blocks in zip(ts.tolist(), parts, strict=True):
+                out.setdefault(int(rows[t]), []).append(blocks)
+        merged = {row: np.concatenate(parts) for row, parts in out.items()}
+        for blocks in merged.values():
+            blocks.flags.writeable = False
+        return MappingProxyType(merged)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The worked-out kept_by_row (a mapping proxy, which pickle refuses) is not state.
+        return {k: v for k, v in self.__dict__.items() if k != "kept_by_row"}
 
 
 class CanvasPixels:

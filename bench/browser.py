@@ -15,7 +15,9 @@ on 127.0.0.1 and opens it at 1600×1000, then measures in the page (performance.
   page sent its request to the re-selection route, had the answer, and the server's own time (its
   Server-Timing), when the new frame's preloaded image and its info line were in
   (``swap_image_loaded``, ``swap_info_in``; ``info_wait``: how long the line held the frame back,
-  page.js ``L.swapIn``) and the ``/lens/info`` request's times when the page made one;
+  page.js ``L.swapIn``), the ``/lens/info`` request's times when the page made one, the server's
+  parts (``server_open`` the session file, ``server_select``, ``server_view``, ``server_outputs``,
+  ``server_info``) and ``page_after_answer`` (from the answer until everything showed);
 * ``zoom``: wheel zoom (4 notches) on a frame not seen zoomed before until the image shown is the
   source frame decoded at its own size (a decode in the worker pool);
 * ``timeline_click_errors``: clicks at 50 points spread over the timeline's x range, at heights
@@ -143,8 +145,11 @@ RESELECT_JS = """
         const e = asked[asked.length - 1];
         parts.request_sent = e.startTime - t0;
         parts.answer_in = e.responseEnd - t0;
-        const st = (e.serverTiming || []).find((x) => x.name === 'reselect');
-        if (st) parts.server = st.duration;
+        for (const st of e.serverTiming || []) {
+          // The whole, then its parts (app.tabs.inspect.live.reselect_route): server_open …
+          if (st.name === 'reselect') parts.server = st.duration;
+          else parts['server_' + st.name] = st.duration;
+        }
       }
       // The new frame's info line (lens/info): asked, answered, and the server's own time.
       const lines = performance.getEntriesByType('resource')
@@ -156,7 +161,12 @@ RESELECT_JS = """
         const st = (e.serverTiming || []).find((x) => x.name === 'info');
         if (st) parts.info_server = st.duration;
       }
-      const end = () => resolve({total: performance.now() - t0, parts});
+      const end = () => {
+        const total = performance.now() - t0;
+        // The page's own part: from the answer until everything shows.
+        if (parts.answer_in !== undefined) parts.page_after_answer = total - parts.answer_in;
+        resolve({total, parts});
+      };
       img.decode().then(end, end);
     } else if (now > 15000) { watch.disconnect(); resolve({total: -1, parts}); }
     else setTimeout(check, 2);

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from backend.pipeline import RunResult
@@ -22,19 +24,10 @@ def check_row(result: RunResult, row: int) -> None:
         raise ValueError(f"Invalid row ({row}). Supported values are 0 to {n - 1}.")
 
 
-def kept_blocks_by_row(result: RunResult) -> dict[int, np.ndarray]:
-    """Candidate row → kept blocks as an (m, 2) int64 array of [block_row, block_col]."""
-    out: dict[int, list[np.ndarray]] = {}
-    for sel in result.selection.groups:
-        if not sel.kept.shape[0]:
-            continue
-        rows = sel.candidate_rows()
-        # By position t, each t's blocks in their kept order (a stable sort, one split).
-        kept = sel.kept[np.argsort(sel.kept[:, 0], kind="stable")]
-        ts, starts = np.unique(kept[:, 0], return_index=True)
-        for t, blocks in zip(ts.tolist(), np.split(kept[:, 1:].astype(np.int64), starts[1:]), strict=True):
-            out.setdefault(int(rows[t]), []).append(blocks)
-    return {row: np.concatenate(parts) for row, parts in out.items()}
+def kept_blocks_by_row(result: RunResult) -> Mapping[int, np.ndarray]:
+    """Candidate row → kept blocks as a read-only (m, 2) int64 array of [block_row, block_col]
+    (:attr:`backend.records.Selection.kept_by_row`, worked out once per run)."""
+    return result.selection.kept_by_row
 
 
 def anchor_rows(result: RunResult) -> frozenset[int]:

@@ -3,7 +3,9 @@ app.server) and the handlers behind it."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -96,11 +98,12 @@ def reselect_live_answer(
     values: list[Any],
     *,
     skip: tuple[str, ...] = (),
+    marks: dict[str, float] | None = None,
 ) -> tuple[tuple[Any, ...], Finish, RunRow | None]:
     """:func:`reselect_live`'s outputs (those named in ``skip`` left unchanged, not drawn), what
     is left once the page has them (``finish``; until it runs the file stays open), and the new
     run's store row (None when no option changed)."""
-    steps = reselect_live_steps(ws, names, run_id, row, view, values, skip=skip)
+    steps = reselect_live_steps(ws, names, run_id, row, view, values, skip=skip, marks=marks)
     outputs, new_row = next(steps)
 
     def finish() -> None:
@@ -119,15 +122,19 @@ def reselect_live_steps(
     values: list[Any],
     *,
     skip: tuple[str, ...] = (),
+    marks: dict[str, float] | None = None,
 ) -> Iterator[tuple[tuple[Any, ...], RunRow | None]]:
     """:func:`reselect_live` in two steps: yields the outputs (and the new run's store row) as
     soon as they are ready, and only then saves the old run's viewer and closes the session file
-    (DuckDB writes its log into the file on close, 20-200 ms the page need not wait for)."""
+    (DuckDB writes its log into the file on close, 20-200 ms the page need not wait for).
+    ``marks`` learns when each part ended (``open``, ``select``, ``view``: perf_counter seconds)."""
     from app.tabs.sessions import save_view
     from backend.runs import plan_reselection, run_plan
 
     result_of(ws, run_id)  # gr.Error when no run is open or it cannot open
+    marks = {} if marks is None else marks
     with ws.store.held():  # one open of the file for this handler's calls (~20 ms each otherwise)
+        marks["open"] = time.perf_counter()
         parent = ws.store.get_run(run_id)
         if parent.selector != "cvp":
             raise gr.Error(
@@ -147,12 +154,14 @@ def reselect_live_steps(
         except CodecLensError as exc:
             raise ui_error(exc) from exc
         ws.remember(new_id, new_result)
+        marks["select"] = time.perf_counter()
         try:
             new_row = ws.store.get_run(new_id)
         except CodecLensError as exc:
             raise ui_error(exc) from exc
         # The candidates do not change: the viewer stays on the same row.
         shown = open_view(ws, new_id, int(row), view, skip=(*skip, "video_path"), stored=new_row)
+        marks["view"] = time.perf_counter()
         yield (new_id, *shown[:-1]), new_row
         try:
             save_view(ws, run_id, row, view.layers, view.opacity, view.colormap)
@@ -176,7 +185,10 @@ def reselect_route(
     ws: Workspace, route: LiveRoute, body: dict[str, Any]
 ) -> tuple[dict[str, Any], Finish | None]:
     """``/lens/reselect``: ``{"outputs": [...]}`` (the page's values for ``route.targets``; none
-    when no option changed) or ``{"error": message}``, and what to do once it is sent."""
+    when no option changed) or ``{"error": message}``, and what to do once it is sent. An answer
+    with outputs also holds ``timing``: ms of each part (``open`` the session file, ``select``,
+    ``view``, ``outputs``, ``info``), which the server sends as its Server-Timing."""
+    marks = {"start": time.perf_counter()}
     view = ViewSettings(body["layers"], body["opacity"], body["colormap"], body["scale"], body["heat"])
     asked = dict(body["options"])
     unknown = sorted(set(asked) - set(route.names))
@@ -186,14 +198,15 @@ def reselect_route(
     run = body["run"]
     try:
         out, finish, new_row = reselect_live_answer(
-            ws, list(asked), run, body["row"], view, list(asked.values()), skip=LIVE_KEEPS
+            ws, list(asked), run, body["row"], view, list(asked.values()), skip=LIVE_KEEPS, marks=marks
         )
     except gr.Error as exc:
         return {"error": exc.message}, None
     try:
         if not isinstance(out[0], str):
             return {"outputs": []}, finish
-        answer = {"outputs": _live_outputs(ws, route, run, view, out, new_row)}
+        answer: dict[str, Any] = {"outputs": _live_outputs(ws, route, run, view, out, new_row)}
+        marks["outputs"] = time.perf_counter()
         # The new run's info line at the viewed row: the page shows the new frame with it, without
         # a second request whose answer waits for the page to apply this one (inspect_live.js).
         try:
@@ -201,11 +214,19 @@ def reselect_route(
             answer["info"] = info_fragment(ws, out[0], min(max(int(body["row"]), 0), rows - 1))
         except (CodecLensError, ValueError):
             pass  # the page asks /lens/info for it
+        marks["info"] = time.perf_counter()
+        answer["timing"] = _parts_ms(marks)
         route.viewed.saw(out[0])
         return answer, finish
     except gr.Error as exc:
         finish()
         return {"error": exc.message}, None
+
+
+def _parts_ms(marks: dict[str, float]) -> dict[str, float]:
+    """ms from each mark to the next, named by the later one (in the order they were made)."""
+    names = sorted(marks, key=marks.__getitem__)
+    return {b: round((marks[b] - marks[a]) * 1000, 1) for a, b in itertools.pairwise(names)}
 
 
 def _live_outputs(
@@ -222,6 +243,12 @@ def _live_outputs(
     view_now = dict(zip(VIEW_OUTPUTS[:-1], out[1:], strict=True))
     if view_now["heat_legend"] == legends_of(ws, run, view)[1]:
         view_now["heat_legend"] = gr.update()
+    # The same groups as the old run's (a change of images_per_group alone): the groups box and the
+    # group picker stay as they are.
+    old, new = ws.result(run).groups.specs, ws.result(out[0]).groups.specs
+    if [(s.start, s.end, s.group_index) for s in old] == [(s.start, s.end, s.group_index) for s in new]:
+        view_now["groups"] = gr.update()
+        view_now["group_pick"] = gr.update()
     # shown_run goes first: Gradio applies an answer's outputs in order and starts run_id's change
     # events as it applies run_id, so they must already read the new shown_run (inspect_open_if_new.js).
     shown = view_now.pop("shown_run")

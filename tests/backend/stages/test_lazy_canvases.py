@@ -83,3 +83,22 @@ def test_reselection_from_the_cache_is_lazy_and_equals_a_full_run(tmp_path: Path
     assert not again.canvases.pixels.packed
     full = select(SAMPLE_VIDEO, options=SelectionOptions(num_sampled_frames=48, images_per_group=3))
     assert _digest(again.canvases) == _digest(full.canvases)
+
+
+def test_kept_blocks_by_row_is_worked_out_once_read_only_and_pickles(runs: dict[str, object]) -> None:
+    from backend.render import kept_blocks_by_row
+
+    result = runs["cvp"]
+    first = kept_blocks_by_row(result)  # type: ignore[arg-type]
+    assert first is kept_blocks_by_row(result)  # type: ignore[arg-type]
+    # The same blocks, row by row, as the selection names them.
+    total = sum(int(sel.kept.shape[0]) for sel in result.selection.groups)  # type: ignore[attr-defined]
+    assert sum(len(b) for b in first.values()) == total > 0
+    row, blocks = next(iter(first.items()))
+    with pytest.raises(ValueError, match="read-only"):
+        blocks[0, 0] = -1
+    with pytest.raises(TypeError):
+        first[row] = blocks  # type: ignore[index]
+    # A run is pickled to and from batch workers: the worked-out mapping is not part of it.
+    back = pickle.loads(pickle.dumps(result.selection))  # type: ignore[attr-defined]
+    assert {r: b.tolist() for r, b in back.kept_by_row.items()} == {r: b.tolist() for r, b in first.items()}
