@@ -221,6 +221,18 @@ class DecodedFrames(_ShapeRepr):
         _check(len(self.grids) == n and len(self.pict_types) == n, f"{len(self.grids) = }, {n = }")
         _check(self.bitcost_source.shape == (n,), f"{self.bitcost_source.shape = }, {n = }")
 
+    @functools.cached_property
+    def luma_means(self) -> np.ndarray:
+        """(n,) float64 BT.601 luma mean of each frame's pixels (0-255), over a 4×4 subsample (it
+        moves the mean by far less than a level). Worked out once per decode; the decode cache keeps
+        it, so a re-selection's views never read every frame for it."""
+        means = np.asarray(self.pixels[:, ::4, ::4].mean(axis=(1, 2)) @ _BT601, np.float64)
+        means.flags.writeable = False
+        return means
+
+
+_BT601 = np.asarray([0.299, 0.587, 0.114], np.float32)
+
 
 @dataclass(frozen=True, repr=False)
 class FrameQuality(_ShapeRepr):

@@ -125,8 +125,11 @@ def save_front(store: SessionStore, key: str, content: str, result: RunResult) -
             "frame_indices": cand.frame_indices,
             "sampled_frame_indices": cand.sampled_frame_indices,
             "bitcost_source": dec.bitcost_source,
-            "grids": np.stack([np.asarray(g, np.float32) for g in dec.grids]),
+            # In the decoder's own dtype (older caches hold float32; both load as grid_dtype).
+            "grids": np.stack([np.asarray(g, dec.grids[0].dtype) for g in dec.grids]),
             "good": qual.good,
+            # From the pixels in memory now, so a re-selection's views never page in every frame.
+            "luma_means": dec.luma_means,
         },
     )
     scalars = {
@@ -203,10 +206,15 @@ def _save_arrays(folder: Path, prefix: str, arrays: dict[str, np.ndarray]) -> di
 
 
 def _load_arrays(folder: Path, prefix: str, index: dict[str, Any] | None) -> Mapping[str, np.ndarray]:
-    """The arrays written by :func:`_save_arrays` (or, without an index, an older ``.npz``)."""
+    """The arrays written by :func:`_save_arrays` (or, without an index, an older ``.npz``),
+    memory-mapped read-only: opening a cached decode reads only the pages its callers touch."""
     if index is None:
         return np.load(folder / f"{prefix}.npz")
-    buf = np.fromfile(folder / f"{prefix}.bin", dtype=np.uint8)
+    path = folder / f"{prefix}.bin"
+    if path.stat().st_size == 0:
+        return {name: np.zeros(entry["shape"], np.dtype(entry["dtype"])) for name, entry in index.items()}
+    # A plain ndarray view of the map, so callers never see the np.memmap subclass.
+    buf = np.asarray(np.memmap(path, dtype=np.uint8, mode="r"))
     out = {}
     for name, entry in index.items():
         dtype = np.dtype(entry["dtype"])
@@ -276,7 +284,7 @@ def load_front(folder: Path) -> Front:
         block_size=g["block_size"],
     )
     d = rec["decoded"]
-    grids = arr["grids"].astype(d["grid_dtype"])
+    grids = arr["grids"].astype(d["grid_dtype"], copy=False)
     decoded = DecodedFrames(
         frame_indices=arr["frame_indices"],
         pixels=pixels,
@@ -288,6 +296,10 @@ def load_front(folder: Path) -> Front:
         read_mode=d["read_mode"],
         warnings=_warnings(d["warnings"]),
     )
+    if "luma_means" in arr:
+        # What DecodedFrames.luma_means would work out from the pixels (a cached_property keeps
+        # its value in the instance's __dict__).
+        decoded.__dict__["luma_means"] = arr["luma_means"]
     quality = FrameQuality(good=arr["good"], reasons=tuple(rec["quality"]["reasons"]))
     return Front(info=info, candidates=candidates, geometry=geometry, decoded=decoded, quality=quality)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -13,25 +12,7 @@ from backend.render import anchor_rows, kept_blocks_by_row
 from views.figure_style import FigureDicts
 from views.inspector.timeline import CURSOR_NAME, cursor_shapes
 
-__all__ = ["CURSOR_NAME", "LUMA_WEIGHTS", "per_candidate_series", "prepare_signal_plots", "signal_plot_dicts"]
-
-LUMA_WEIGHTS = np.asarray([0.299, 0.587, 0.114], np.float32)
-"""BT.601 luma of RGB."""
-
-
-_LUMA: dict[int, tuple[Any, np.ndarray]] = {}
-
-
-def _luma_means(pixels: np.ndarray) -> np.ndarray:
-    """BT.601 luma mean of each frame, remembered per pixel array (re-selections share it)."""
-    hit = _LUMA.get(id(pixels))
-    if hit is not None and hit[0]() is pixels:
-        return hit[1]
-    # Means over a strided view: a 4×4 subsample changes the mean by far less than a level.
-    luma = np.asarray(pixels[:, ::4, ::4].mean(axis=(1, 2)) @ LUMA_WEIGHTS, np.float64)
-    _LUMA.clear()  # one run's frames at a time
-    _LUMA[id(pixels)] = (weakref.ref(pixels), luma)
-    return luma
+__all__ = ["CURSOR_NAME", "per_candidate_series", "prepare_signal_plots", "signal_plot_dicts"]
 
 
 def per_candidate_series(result: RunResult) -> dict[str, np.ndarray]:
@@ -50,7 +31,7 @@ def per_candidate_series(result: RunResult) -> dict[str, np.ndarray]:
         "frame_index": result.candidates.frame_indices.astype(np.int64),
         "kept_blocks": kept,
         "coverage": coverage,
-        "luma_mean": _luma_means(result.decoded.pixels) if n else np.zeros(0),
+        "luma_mean": result.decoded.luma_means if n else np.zeros(0),
     }
 
 

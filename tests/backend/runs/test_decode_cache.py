@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -28,6 +29,41 @@ def test_cached_pixels_are_a_read_only_map(h264_clip, tmp_path):
     assert np.array_equal(pixels, result.decoded.pixels)
     with pytest.raises(ValueError):
         pixels[0, 0, 0, 0] = 1
+
+
+def _mapped(a: np.ndarray) -> bool:
+    """Whether ``a`` is a view of a file map (not a copy read into memory)."""
+    while a is not None and not isinstance(a, np.memmap):
+        a = a.base if isinstance(a.base, np.ndarray) else None
+    return a is not None
+
+
+def test_opening_a_cached_decode_maps_its_arrays_and_keeps_the_luma_means(h264_clip, tmp_path):
+    from backend.runs.decode_cache import cached_scores
+
+    with SessionStore(tmp_path / "s.duckdb") as store:
+        run_id, result = select_and_store(h264_clip, store, options=OPTS)
+        key = store.get_run(run_id).cache_key
+        folder = store.cache_lookup(key)
+        front = load_front(folder)
+        scores = cached_scores(store, key, folder, OPTS, front, None)
+    # Every array of the front and the score maps is a read-only map of the cache files.
+    for name, a in (
+        ("packet_size_bytes", front.info.packet_size_bytes),
+        ("frame_indices", front.candidates.frame_indices),
+        ("grid 0", front.decoded.grids[0]),
+        ("good", front.quality.good),
+        ("block_scores", scores.block_scores),
+    ):
+        assert _mapped(a) and not a.flags.writeable, name
+    assert np.array_equal(front.decoded.grids[0], result.decoded.grids[0])
+    assert np.array_equal(scores.block_scores, result.scores.block_scores)
+    # The luma means came with the decode: the same values, without reading the frames again.
+    assert "luma_means" in front.decoded.__dict__
+    assert np.array_equal(front.decoded.luma_means, result.decoded.luma_means)
+    fresh = dataclasses.replace(front.decoded)
+    assert "luma_means" not in fresh.__dict__
+    assert np.allclose(fresh.luma_means, front.decoded.luma_means)
 
 
 def test_a_cache_in_the_older_npz_layout_still_serves_reselect(h264_clip, tmp_path):
