@@ -29,6 +29,11 @@ PICT_NAMES: dict[str, str] = {"I": "I", "P": "P", "B": "B", "?": "type unknown"}
 CURSOR_NAME = "cursor"
 GROUPS_NAME = "groups"
 RUG_HEIGHT = 0.95
+RUG_TICK = 0.02
+"""Half a candidate tick's height, as a share of the byte axis (the rug spans RUG_HEIGHT ± it)."""
+KEPT_MARKERS_UP_TO = 150
+"""The kept-blocks line marks each frame up to this many frames; beyond, the dots would crowd into
+a band and cost the page's redraw ~0.1 ms each."""
 """The candidates rug sits at this fraction of the packet-size axis, above every bar."""
 
 
@@ -266,22 +271,25 @@ def _candidates(
     n_frames = sizes.size
     unique_cand = np.unique(cand[(cand >= lo) & (cand < hi)])
     notes = avoidance_notes(result, unique_cand.tolist())
+    # One tick per candidate, all in one path: (x, below), (x, above), gap. A marker per candidate
+    # is an SVG element each, and the page redraws the timeline on every re-selection (712 ticks
+    # cost ~90 ms of a redraw; as one path a few).
+    ticks = np.full((unique_cand.size, 3), None, dtype=object)
+    ticks[:, 0] = ticks[:, 1] = unique_cand.tolist()
+    texts = np.full((unique_cand.size, 3), "", dtype=object)
+    texts[:, 0] = texts[:, 1] = [f" · {n}" if n else "" for n in notes]
+    half = RUG_TICK * rug_y / RUG_HEIGHT
     rug = {
         "type": "scatter",
-        "x": unique_cand,
-        "y": np.full(unique_cand.size, rug_y),
-        "mode": "markers",
+        "x": ticks.ravel(),
+        "y": np.tile(np.asarray([rug_y - half, rug_y + half, None], dtype=object), unique_cand.size),
+        "mode": "lines",
         # Thin translucent ticks: where every frame is a candidate they read as a grey band
         # with the bars still visible under it, not a solid black one.
-        "marker": {
-            "symbol": "line-ns",
-            "size": 9,
-            "color": COLOURS["candidate"],
-            "line": {"width": 1, "color": "rgba(0, 0, 0, 0.6)"},
-        },
+        "line": {"width": 1, "color": "rgba(0, 0, 0, 0.6)"},
         "name": "candidates",
-        "customdata": unique_cand,
-        "hovertext": [f" · {n}" if n else "" for n in notes],
+        "customdata": ticks.ravel(),
+        "hovertext": texts.ravel(),
         "hovertemplate": "candidate frame %{customdata}%{hovertext}<extra></extra>",
         "meta": {"kind": "candidates"},
     }
@@ -326,7 +334,7 @@ def _kept_and_anchors(
         "x": kept_x,
         "y": kept_y,
         "yaxis": "y2",
-        "mode": "lines+markers",
+        "mode": "lines+markers" if kept_x.size <= KEPT_MARKERS_UP_TO else "lines",
         "line": {"color": COLOURS["kept"], "width": 1.5},
         "marker": {"size": 4, "color": COLOURS["kept"]},
         "name": "kept blocks",

@@ -44,7 +44,11 @@ def test_bars_cover_every_frame_once_coloured_by_picture_type(result):
 def test_candidates_groups_moved_keyframes_and_kept_blocks(result):
     fig = timeline.prepare_timeline(result)
     (cand,) = _kind(fig, "candidates")
-    assert len(cand.x) == np.unique(result.candidates.frame_indices).size
+    # One tick per candidate frame, all in one path: (frame, below), (frame, above), a gap.
+    ticks = list(cand.x)
+    assert ticks[0::3] == np.unique(result.candidates.frame_indices).tolist()
+    assert ticks[1::3] == ticks[0::3] and set(ticks[2::3]) == {None}
+    assert list(cand.customdata) == ticks and cand.mode == "lines"
     spans = _kind(fig, "group_span")
     assert len(spans) == len(result.groups.specs)
     for spec, span in zip(result.groups.specs, spans, strict=True):
@@ -116,14 +120,17 @@ def test_both_y_axes_start_at_zero_and_counts_get_whole_ticks(result):
     # The rug sits above the tallest bar, inside the axis.
     (cand,) = _kind(fig, "candidates")
     bars_top = max(max(t.y) for t in fig.data if t.type == "bar")
-    assert set(cand.y) == {timeline.RUG_HEIGHT * left.range[1]} and min(cand.y) > bars_top
+    ys = [y for y in cand.y if y is not None]
+    centre, half = timeline.RUG_HEIGHT * left.range[1], timeline.RUG_TICK * left.range[1]
+    assert set(np.round(ys, 6)) == set(np.round([centre - half, centre + half], 6))
+    assert min(ys) > bars_top and max(ys) < left.range[1]
 
 
 def test_candidates_are_thin_ticks_and_bars_have_no_outline(result):
     fig = timeline.prepare_timeline(result)
     (cand,) = _kind(fig, "candidates")
-    assert cand.marker.symbol == "line-ns" and cand.marker.line.width <= 1
-    assert "0.6" in cand.marker.line.color  # translucent: a dense rug is grey, not a black band
+    assert cand.mode == "lines" and cand.line.width <= 1
+    assert "0.6" in cand.line.color  # translucent: a dense rug is grey, not a black band
     for bar in (t for t in fig.data if t.type == "bar"):
         # The template's white bar outline hid every bar narrower than a couple of pixels.
         assert bar.marker.line.width == 0 and bar.width == 1.0
@@ -259,3 +266,13 @@ def test_each_keyframe_moved_off_is_marked_once_with_the_info_lines_words():
     paper = timeline.prepare_timeline(result, paper=True)
     (exported,) = _kind(paper, "moved_keyframes")
     assert exported.meta["moved"] == [[0, 1], [90, 91]] and _points(exported) == 4
+
+
+def test_a_long_kept_blocks_line_drops_its_markers_and_keeps_every_point():
+    # Up to KEPT_MARKERS_UP_TO frames a dot marks each; beyond, the line alone (the page redraws
+    # the timeline on every re-selection, and a marker is an SVG element each).
+    for frames, marked in ((150, True), (2 * timeline.KEPT_MARKERS_UP_TO + 40, False)):
+        result = synthetic_run(frames=frames, sampled=range(0, frames), keyframes=(0,))
+        (kept,) = _kind(timeline.prepare_timeline(result), "kept_blocks")
+        assert len(kept.x) == frames and (kept.mode == "lines+markers") is marked, frames
+        assert int(np.sum(kept.y)) == sum(len(b) for b in kept_blocks_by_row(result).values())
