@@ -46,7 +46,10 @@ async (run, row, layers, opacity, colormap, scale, heat, ...values) => {
       box.value = options;
       box.dispatchEvent(new Event('input', {bubbles: true}));
     };
-    const later = () => setTimeout(apply, 150);
+    // When the page is idle: spread over the Run tab's ~70 controls it cost the page 20-40 ms,
+    // which landed between the timeline's and the stepper's redraws.
+    const idle = () => (window.requestIdleCallback ? requestIdleCallback(apply, {timeout: 1500}) : apply());
+    const later = () => setTimeout(idle, 150);
     if (L && L.swap) L.swap.after.push(later);
     else if (img && !img.complete) img.addEventListener('load', later, {once: true});
     else later();

@@ -153,7 +153,7 @@ def test_the_timeline_as_drawn_in_the_page(page: Any) -> None:
             legend: gd.querySelector('.legend').getBoundingClientRect().toJSON(),
             plotBottom: gd.getBoundingClientRect().top + fl._size.t + fl._size.h,
             label: label ? label.getBoundingClientRect().toJSON() : null,
-            minBar: Math.min(...bars), candLine: cand.marker.line.color};
+            minBar: Math.min(...bars), candLine: cand.line.color};
         }"""
     )
     assert drawn["I"] and drawn["kept"] and drawn["I"] != drawn["kept"], drawn
