@@ -30,6 +30,10 @@ the machine disturbs least.
 ../before REV`` then ``python setup.py build_ext --inplace`` there) in the same interleaved
 rounds and prints its walls beside this tree's: before/after ratios measured side by side.
 
+``--profile`` ends with one warm in-process selection of each clip in each profile under cProfile:
+its stages, the canvases' packing and the heaviest functions by self time, with what the cvp
+reader's and the native kernels' entries do.
+
 ``floor`` rows time a process that only starts, imports what ``select`` needs and exits:
 codec-lens building its ``select`` parser and importing the pipeline and output modules,
 cvp printing ``--help``.
@@ -212,6 +216,11 @@ def main() -> int:
     parser.add_argument("videos", nargs="+", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another codec-lens checkout to time alongside")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also profile one in-process selection of each clip in both profiles (cProfile, self time)",
+    )
     args, extra = parser.parse_known_args()
     extra = [e for e in extra if e != "--"]
     load0 = os.getloadavg()[0]
@@ -362,7 +371,58 @@ def main() -> int:
         "\npyrgb = PyAV defaults plus conversion of every frame to RGB at the processed size (area filter);"
         f"\nload average {os.getloadavg()[0]:.1f} at the end (other work shares the CPUs)."
     )
+    if args.profile:
+        for video in args.videos:
+            for profile in ("parity", "clean"):
+                print_profile(video, profile)
     return 0
+
+
+# What the heaviest callees of a selection are, in words (cProfile names C functions by their symbol).
+_LABELS = {
+    "read_video_fast_selected_segment": "cvp's reader in this process (decode, bitcost, area resize)",
+    "read": "waiting on the forked reader half (its pixels land in shared memory)",
+    "bgr_to_rgb_stats": "BGR → RGB with each frame's statistics (native kernel)",
+    "waitpid": "reaping the forked reader",
+    "fork": "forking the reader",
+}
+
+
+def print_profile(video: Path, profile: str, top: int = 12) -> None:
+    """One warm in-process selection of ``video`` under cProfile: its stages, the canvases' packing
+    (as ``--out`` needs it) and the ``top`` functions by self time, with their share of the wall."""
+    import cProfile
+    import pstats
+
+    sys.path.insert(0, str(REPO))
+    from backend.pipeline import SelectionOptions
+    from backend.selectors import select
+
+    options = SelectionOptions(profile=profile)
+    select(video, options=options)  # warm: imports, page cache
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    result = select(video, options=options)
+    t_pack = time.perf_counter()
+    result.canvases.images  # noqa: B018 (packs them, as select --out does)
+    packing = time.perf_counter() - t_pack
+    prof.disable()
+    wall = time.perf_counter() - t0
+    stages = {k: round(v, 3) for k, v in result.timings_secs.items() if v >= 0.005}
+    print(
+        f"\nprofile of {video.name}, {profile} ({result.decoded.read_mode}): wall {wall:.2f} s under cProfile"
+    )
+    print(f"  stages {json.dumps(stages)}, pack_pixels {packing:.3f}")
+    stats = pstats.Stats(prof)
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
+    for (filename, line, name), (_, calls, self_secs, _, _) in rows:
+        where = Path(filename).name + f":{line}" if line else "built-in"
+        label = _LABELS.get(name.rsplit(".", 1)[-1].strip("<>{} ").split(" ")[-1], "")
+        print(
+            f"  {self_secs:6.3f} s {100 * self_secs / wall:5.1f} %  {calls:6d}×  {name[:56]:56s} "
+            f"{where:28s} {label}"
+        )
 
 
 if __name__ == "__main__":
