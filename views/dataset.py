@@ -23,6 +23,10 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "tokens",
     "valid_tokens",
     "temporal_coverage",
+    "longest_never_observed_secs",
+    "never_observed_fraction",
+    "video_max_staleness_frames",
+    "kept_score_fraction",
     "warnings",
     "seconds",
     "error",
@@ -30,8 +34,9 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "path",
 )
 """What the table shows, in order; ``path`` last (the key a row click opens). The columns are the
-SQL filter's names and hold its values: ``temporal_coverage`` is a share 0–1
-(views.wording.SHARE_CONVENTION), as ``temporal_coverage < 0.2`` compares it."""
+SQL filter's names and hold its values: ``temporal_coverage``, ``never_observed_fraction`` and
+``kept_score_fraction`` are shares 0–1 (views.wording.SHARE_CONVENTION), as
+``temporal_coverage < 0.2`` compares them; the audit columns are defined in docs/audit.md."""
 HISTOGRAMS: tuple[tuple[str, str], ...] = (
     ("tokens", "valid tokens"),
     ("temporal_coverage", "temporal_coverage (share, 0–1)"),
@@ -53,7 +58,15 @@ def prepare_table(rows: pd.DataFrame) -> pd.DataFrame:
     rows : summary rows (``backend.store.SUMMARY_COLUMNS``), one per video.
     """
     table = rows.reindex(columns=list(TABLE_COLUMNS)).copy()
-    for column, digits in (("duration_secs", 2), ("temporal_coverage", 3), ("seconds", 2)):
+    rounded = (
+        ("duration_secs", 2),
+        ("temporal_coverage", 3),
+        ("longest_never_observed_secs", 3),
+        ("never_observed_fraction", 3),
+        ("kept_score_fraction", 3),
+        ("seconds", 2),
+    )
+    for column, digits in rounded:
         table[column] = pd.to_numeric(table[column], errors="coerce").round(digits)
     return table.astype(object).where(table.notna(), "")
 

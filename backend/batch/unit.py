@@ -270,6 +270,7 @@ def done_row(
         "tokens": int(tokens.shape[0]),
         "valid_tokens": int(tokens[:, 7].sum()),
         "temporal_coverage": round(temporal_coverage(tokens, int(info.total_frames)), 6),
+        **_audit_figures(result),
         "warnings": len(result.warnings),
         "warning_codes": ",".join(sorted({w.code for w in result.warnings})),
         "seconds": round(seconds, 3),
@@ -277,6 +278,13 @@ def done_row(
         "options_key": task.unit.key,
         "run_id": run_id,
     }
+
+
+def _audit_figures(result: Any) -> dict[str, Any]:
+    """The coverage audit's summary columns of a finished run (docs/audit.md)."""
+    from backend.audit import AuditConfig, audit_coverage, audit_source_of_run
+
+    return audit_coverage(audit_source_of_run(result), config=AuditConfig()).summary()
 
 
 def one_line(exc: BaseException, path: str) -> str:

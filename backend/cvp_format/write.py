@@ -19,7 +19,7 @@ from backend import __version__
 from backend.errors import OutputError
 from backend.quirks import quirk_on
 from backend.records import TOKEN_COLUMNS, GroupSelection
-from backend.selectors import selector_of
+from backend.selectors import picture_patches, selector_of
 from backend.stages.group import block_budget
 
 CODEC_LENS_VERSION = __version__
@@ -160,8 +160,16 @@ def selector_meta(result: Any, out_dir: Path, canvas_files: list[str], selector:
             "token_columns": list(TOKEN_COLUMNS),
             "warnings": [w.as_dict() for w in result.warnings],
             "versions": native.versions(),
+            **_picture_meta(result),
         },
     }
+
+
+def _picture_meta(result: Any) -> dict[str, Any]:
+    """``picture_patches``: the patch rows and columns that show the video, when a selector adds
+    bars (the coverage audit of the folder leaves the bars out)."""
+    box = picture_patches(result)
+    return {} if box is None else {"picture_patches": list(box)}
 
 
 def _video_metadata(info: Any) -> dict[str, Any]:

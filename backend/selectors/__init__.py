@@ -140,6 +140,15 @@ def picture_of(options: SelectorOptions, geometry: Geometry) -> tuple[int, int, 
     return 0, bh, 0, bw
 
 
+def picture_patches(result: Any) -> tuple[int, int, int, int] | None:
+    """``(r0, r1, c0, c1)``: the patch rows and columns of a run's grid that show the picture;
+    None when that is the whole grid (only a selector with bars, onevision, has a box)."""
+    geometry = result.geometry
+    r0, r1, c0, c1 = (int(v) * geometry.block_size for v in picture_of(result.options, geometry))
+    hp, wp = geometry.grid_hw
+    return None if (r0, r1, c0, c1) == (0, hp, 0, wp) else (r0, r1, c0, c1)
+
+
 def option_names(selector: str) -> tuple[str, ...]:
     """The options a selector takes, in its class's order."""
     return tuple(f.name for f in dataclasses.fields(SELECTORS.lookup(selector).options_cls))
@@ -200,6 +209,7 @@ __all__ = [
     "option_names",
     "options_for",
     "picture_of",
+    "picture_patches",
     "select",
     "selector_of",
     "spec_of",

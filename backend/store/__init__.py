@@ -15,10 +15,16 @@ if TYPE_CHECKING:
     from backend.store.run_rows import run_columns, run_summary
     from backend.store.schema import SCHEMA_VERSION
     from backend.store.session_store import SessionStore
-    from backend.store.summary import SUMMARY_COLUMNS, SUMMARY_NAMES, write_summary_parquet
+    from backend.store.summary import (
+        AUDIT_SUMMARY_COLUMNS,
+        SUMMARY_COLUMNS,
+        SUMMARY_NAMES,
+        write_summary_parquet,
+    )
 
 _HOMES = {
     "SCHEMA_VERSION": "schema",
+    "AUDIT_SUMMARY_COLUMNS": "summary",
     "SUMMARY_COLUMNS": "summary",
     "SUMMARY_NAMES": "summary",
     "SessionStore": "session_store",
@@ -31,6 +37,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "AUDIT_SUMMARY_COLUMNS",
     "SCHEMA_VERSION",
     "SUMMARY_COLUMNS",
     "SUMMARY_NAMES",

@@ -8,8 +8,9 @@ import duckdb
 
 from backend.errors import StoreError
 from backend.store.base import StoreBase
+from backend.store.summary import AUDIT_SUMMARY_COLUMNS
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 # Version 1 lacked the run's warnings and the per-frame bad-frame reason; the
@@ -146,6 +147,8 @@ _MIGRATIONS = {
             warnings INTEGER, warning_codes VARCHAR, seconds DOUBLE, output_dir VARCHAR, options_key VARCHAR,
             run_id VARCHAR)""",
     ],
+    # Version 7 (issue 29): each dataset video's coverage audit (backend.store.summary).
+    7: [f"ALTER TABLE dataset_videos ADD COLUMN {name} {kind}" for name, kind in AUDIT_SUMMARY_COLUMNS],
 }
 
 

@@ -16,6 +16,17 @@ from typing import Any
 
 from backend.errors import OutputError
 
+AUDIT_SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("observed_frames", "INTEGER"),
+    ("never_observed_spans", "INTEGER"),
+    ("longest_never_observed_secs", "DOUBLE"),
+    ("never_observed_fraction", "DOUBLE"),
+    ("mean_staleness_frames", "DOUBLE"),
+    ("video_max_staleness_frames", "INTEGER"),
+    ("kept_score_fraction", "DOUBLE"),
+)
+"""The coverage audit's figures of each video (backend.audit, docs/audit.md); schema version 7
+added them to ``dataset_videos``."""
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"),
     ("rel_path", "VARCHAR"),
@@ -34,6 +45,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tokens", "INTEGER"),
     ("valid_tokens", "INTEGER"),
     ("temporal_coverage", "DOUBLE"),
+    *AUDIT_SUMMARY_COLUMNS,
     ("warnings", "INTEGER"),
     ("warning_codes", "VARCHAR"),
     ("seconds", "DOUBLE"),

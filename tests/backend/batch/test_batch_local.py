@@ -76,6 +76,26 @@ def test_the_session_file_joins_runs_across_the_dataset(first) -> None:
     assert datasets["out_dir"].tolist() == [str(root / "out")]
 
 
+def test_each_row_carries_its_runs_coverage_audit(first) -> None:
+    from backend.audit import AuditConfig, audit_stored_run
+    from backend.store import AUDIT_SUMMARY_COLUMNS, filter_summary
+
+    root, config, report = first
+    names = [name for name, _ in AUDIT_SUMMARY_COLUMNS]
+    summary = read_summary_parquet(root / "out" / "batch.parquet")
+    with SessionStore(config.session_db) as store:
+        stored = store.dataset_rows(report.dataset_id)
+        for row in summary.to_dict("records"):
+            want = audit_stored_run(store, row["run_id"], config=AuditConfig()).summary()
+            assert {k: row[k] for k in names} == pytest.approx(want), row["rel_path"]
+            assert 0 < row["kept_score_fraction"] <= 1 and row["observed_frames"] <= row["total_frames"]
+    assert stored[names].equals(
+        summary.set_index("rel_path").loc[stored["rel_path"], names].reset_index(drop=True)
+    )
+    worst = filter_summary(summary, where="", order_by="longest_never_observed_secs", descending=True)
+    assert worst["longest_never_observed_secs"].is_monotonic_decreasing
+
+
 def test_a_rerun_skips_everything_before_starting_a_worker(dataset, first) -> None:
     folder, clips = dataset
     root, config, _ = first

@@ -204,8 +204,9 @@ def test_schema_5_adds_the_selector_of_each_run(tmp_path) -> None:
         "INSERT INTO runs (run_id, session_id, status, config_json) VALUES ('old', 's', 'done', '{}')"
     )
     con.close()
-    with SessionStore(db) as store:  # opening for writing migrates (to 5, then the datasets' 6)
-        assert store.schema_version() == SCHEMA_VERSION == 6
+    # Opening for writing migrates: to 5, then the datasets' 6 and the audit columns' 7.
+    with SessionStore(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 7
         new = store.begin_run("s", profile="clean", config={}, versions={}, selector="llava-ov2")
         assert store.get_run(new).selector == "llava-ov2" and store.get_run("old").selector == "cvp"
         assert store.session_total_frames("s") == 9

@@ -124,6 +124,21 @@ def test_datasets_are_upserted_by_output_folder(tmp_path: Path) -> None:
         assert store.done_runs(["nope", ""]) == set()
 
 
+def test_schema_6_datasets_gain_the_audit_columns_empty(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "v6.duckdb"
+    SessionStore.create_version(db, 6)
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO dataset_videos (dataset_id, path, status) VALUES ('d', 'a.mp4', 'done')")
+    con.close()
+    with SessionStore(db) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 7
+        row = store.query("SELECT * FROM dataset_videos").iloc[0]
+    assert {"longest_never_observed_secs", "kept_score_fraction", "observed_frames"} <= set(row.index)
+    assert pd.isna(row["longest_never_observed_secs"]) and row["path"] == "a.mp4"
+
+
 def test_schema_4_stores_gain_the_dataset_tables(tmp_path: Path) -> None:
     db = tmp_path / "old.duckdb"
     SessionStore.create_version(db, 4)
