@@ -376,6 +376,34 @@ class GroupSelection(_ShapeRepr):
             _check(self.kept_canvas.shape == (self.kept.shape[0],), f"{self.kept_canvas.shape = }")
 
 
+STOP_REASONS = ("budget", "content", "video_end")
+"""Why a hard token budget stopped (backend.stages.budget): the next item did not fit, the next
+block's gain fell below the floor, or nothing was left to keep."""
+
+
+@dataclass(frozen=True)
+class BudgetOutcome:
+    """What the hard token budget kept of a run (backend.stages.budget, docs/audit.md)."""
+
+    token_budget: int
+    """N: the most valid tokens the run may use, anchors included."""
+    tokens_used: int
+    """Valid tokens of the budgeted selection (≤ token_budget)."""
+    stop_reason: str
+    """One of :data:`STOP_REASONS`."""
+    stop_gain: float
+    anchors: int
+    """Anchor frames kept (a group whose anchor does not fit is dropped whole)."""
+    blocks: int
+    """Blocks kept after the anchors."""
+    gain_unit_bytes: float
+    """Bytes of an average keyframe block (mean keyframe packet over the blocks of a frame), the
+    unit of a block's gain (0: no scores or packets unknown, no content stop)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass(frozen=True, repr=False)
 class Selection(_ShapeRepr):
     """Per-group selections for every processed group (skipped groups are absent)."""
@@ -383,6 +411,8 @@ class Selection(_ShapeRepr):
     groups: tuple[GroupSelection, ...]
     skipped_group_indices: tuple[int, ...]
     warnings: tuple[RunWarning, ...] = ()
+    budget: BudgetOutcome | None = None
+    """What a hard token budget kept; None when the selector's own budget rules."""
 
     @functools.cached_property
     def kept_by_row(self) -> Mapping[int, np.ndarray]:

@@ -39,8 +39,9 @@ TOOL_COMMANDS = {
     "payload": "payload",
     "batch": "batch",
     "audit": "audit",
+    "sweep": "sweep",
 }
-NATIVE_COMMANDS = ("select", "reselect", "compare", "luma-bias", "export", "import", "audit")
+NATIVE_COMMANDS = ("select", "reselect", "compare", "luma-bias", "export", "import", "audit", "sweep")
 """The commands that reach compiled decoders or encoders: :func:`entry` runs them in a child.
 ``batch`` is not one: its own process only lists files, and each video runs in a worker
 process of its engine, whose crash is that video's row (backend.batch.local, ray_engine)."""

@@ -581,9 +581,13 @@ def _wire_tab(ws: Workspace, opened: Comparisons, tab: CompareTab, routes: PaneR
         )
     _wire_steps(slider, tab.nav, tab.key_buttons, tab.visible_steps)
 
-    # Page load (a reload too): the comparison this browser showed last, else the newest.
+    # Page load (a reload too): the comparison this browser showed last, else the newest. Only
+    # the page's load: ``triggers=None`` would also fire on every change of ``cid``, so a new
+    # comparison loaded twice and the second load put back frame 0 under a step taken meanwhile.
+    root = Context.root_block
+    assert root is not None, "the Compare tab is built inside gr.Blocks"
     gr.on(
-        triggers=None,
+        triggers=[root.load],
         fn=lambda wanted: page_load(ws, wanted),
         inputs=[cid],
         outputs=[pick, cid, loaded],

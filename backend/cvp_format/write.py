@@ -161,8 +161,19 @@ def selector_meta(result: Any, out_dir: Path, canvas_files: list[str], selector:
             "warnings": [w.as_dict() for w in result.warnings],
             "versions": native.versions(),
             **_picture_meta(result),
+            **_budget_meta(result),
         },
     }
+
+
+def _budget_meta(result: Any) -> dict[str, Any]:
+    """``token_budget``, ``tokens_used``, ``stop_reason`` and ``stop_gain`` of a run under a hard
+    token budget (nothing when the selector's own budget ruled)."""
+    budget = result.selection.budget
+    if budget is None:
+        return {}
+    keys = ("token_budget", "tokens_used", "stop_reason", "stop_gain")
+    return {k: getattr(budget, k) for k in keys}
 
 
 def _picture_meta(result: Any) -> dict[str, Any]:
@@ -198,6 +209,7 @@ def _codec_lens_meta(result: Any) -> dict[str, Any]:
         "token_columns": list(TOKEN_COLUMNS),
         "warnings": [w.as_dict() for w in result.warnings],
         "versions": native.versions(),
+        **_budget_meta(result),
     }
 
 
@@ -384,6 +396,7 @@ def write_output(result: Any, out_dir: str | Path, *, workers: int = 2) -> Path:
             "versions": native.versions(),
             "token_columns": list(TOKEN_COLUMNS),
             "timings_secs": result.timings_secs,
+            **_budget_meta(result),
         }
         (tmp / _DONE_MARKER).write_text(json.dumps(jsonable(summary), indent=2))
         os.chmod(tmp, 0o755)  # mkdtemp makes 0700 folders (cvp's LLaVA cache keeps that bug)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar
 
-from backend.errors import PipelineError
+from backend.config import option_of
+from backend.errors import InputError, PipelineError
 from backend.records import (
     Candidates,
     Canvases,
@@ -31,6 +32,7 @@ from backend.records import (
     Selection,
     VideoInfo,
 )
+from backend.stages.budget import BudgetConfig, budget_selection
 
 if TYPE_CHECKING:
     from typing_extensions import Self, Unpack
@@ -57,6 +59,11 @@ class SelectorOptions(abc.ABC):
     FRONT_OPTIONS: ClassVar[tuple[str, ...]] = ()
     SCORE_OPTIONS: ClassVar[tuple[str, ...]] = ()
 
+    # Every selector's: the hard budget re-selects after the selector's own select step, so it
+    # never touches a cached decode or score maps (docs/audit.md).
+    token_budget: int = option_of(BudgetConfig, "token_budget")
+    stop_gain: float = option_of(BudgetConfig, "stop_gain")
+
     @property
     @abc.abstractmethod
     def profile(self) -> str:
@@ -75,6 +82,11 @@ class SelectorOptions(abc.ABC):
     @abc.abstractmethod
     def stage_configs(self) -> dict[str, Any]:
         """Stage name → that stage's frozen config, for the selector's recipe."""
+
+    @property
+    def budgeted(self) -> bool:
+        """A hard token budget replaces the selector's own block budget."""
+        return self.token_budget > 0
 
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` applied (validated again).
@@ -223,10 +235,23 @@ class Recipe:
     )
     empty_message: Callable[[Mapping[str, Any], Mapping[str, Any]], str] = _no_canvases
     reuses_scores: bool = True
+    scored: bool = True
+    """The selector ranks blocks by score (uniform does not): a hard budget's content stop needs it."""
+    picture_box: Callable[[Geometry], tuple[int, int, int, int]] | None = None
+    """The block rows and columns that show the video, for a selector that adds bars: a hard
+    budget keeps no block on them."""
 
     @property
     def stage_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in (*self.front, *self.back))
+
+    def stages_of(self, options: SelectorOptions) -> tuple[str, ...]:
+        """The stages a run with ``options`` times: a hard budget's after the selection's step."""
+        names = self.stage_names
+        if not options.budgeted:
+            return names
+        at = next(i for i, s in enumerate((*self.front, *self.back)) if "selection" in s.produces)
+        return (*names[: at + 1], "budget", *names[at + 1 :])
 
     def __post_init__(self) -> None:
         names = self.stage_names
@@ -260,7 +285,7 @@ def run_recipe(
     unknown = sorted(set(resume) - set(ResumeArgs.__annotations__))
     if unknown:
         raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
-    clock = StageClock(recipe.stage_names, resume.get("on_progress"))
+    clock = StageClock(recipe.stages_of(options), resume.get("on_progress"))
     records: dict[str, Any] = {}
     front = resume.get("front")
     if front is not None:
@@ -278,7 +303,30 @@ def run_recipe(
         if "selection" in step.produces and not records["selection"].groups:
             message = recipe.empty_message(records, configs)
             raise PipelineError(message, path=records["info"].path, stage="select")
+        if "selection" in step.produces and options.budgeted:
+            records["selection"] = clock("budget", _budget, recipe, options, records)
     return assemble(options, records, recipe.warnings(records, options), clock.finish())
+
+
+def budget_config(recipe: Recipe, options: SelectorOptions, geometry: Geometry) -> BudgetConfig:
+    """The hard budget's config of a run with ``options`` (its budget, floor, canvases and picture)."""
+    return BudgetConfig(
+        token_budget=options.token_budget,
+        stop_gain=options.stop_gain,
+        images_per_group=options.images_per_group,
+        scored=recipe.scored,
+        picture_blocks=recipe.picture_box(geometry) if recipe.picture_box is not None else None,
+    )
+
+
+def _budget(recipe: Recipe, options: SelectorOptions, records: Mapping[str, Any]) -> Selection:
+    config = budget_config(recipe, options, records["geometry"])
+    try:
+        return budget_selection(
+            records["selection"], records["scores"], records["geometry"], records["info"], config=config
+        )
+    except ValueError as exc:  # a budget below one anchor of this video's grid: the input's fault
+        raise InputError(str(exc), path=records["info"].path, stage="budget") from exc
 
 
 def assemble(

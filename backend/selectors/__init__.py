@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from backend.config import Registry, Variant
 from backend.pipeline.options import SelectionOptions
-from backend.pipeline.recipe import ProgressCallback, ResumeArgs, RunResult, SelectorOptions
-from backend.pipeline.runner import run
+from backend.pipeline.recipe import ProgressCallback, Recipe, ResumeArgs, RunResult, SelectorOptions
+from backend.pipeline.runner import CVP, run
 from backend.records import Geometry
 from backend.selectors.llava_ov2.options import LlavaOv2Options
-from backend.selectors.llava_ov2.run import select_llava_ov2
-from backend.selectors.onevision import OnevisionOptions, picture_blocks, select_onevision
-from backend.selectors.uniform import UniformOptions, select_uniform
+from backend.selectors.llava_ov2.run import LLAVA_OV2, select_llava_ov2
+from backend.selectors.onevision import ONEVISION, OnevisionOptions, select_onevision
+from backend.selectors.uniform import UNIFORM, UniformOptions, select_uniform
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -41,13 +41,17 @@ class SelectorSpec(Variant):
     ``config_class`` is the options class (also :attr:`options_cls`), a :class:`SelectorOptions`
     whose ``FRONT_OPTIONS`` and ``SCORE_OPTIONS`` name what a cached decode and cached score maps
     depend on. ``resumable``: the function takes ``front``/``scores``/``info`` (see the module
-    docstring). ``picture_box``: see the field.
+    docstring). ``recipe``: the stages ``function`` runs (its picture box and whether it scores).
     """
 
     resumable: bool = False
-    picture_box: Callable[[Geometry], tuple[int, int, int, int]] | None = None
-    """For a selector whose frames carry bars (onevision letterboxes): ``(r0, r1, c0, c1)``, the
-    block rows and columns that show the picture. None: the whole block grid does."""
+    recipe: Recipe | None = None
+
+    @property
+    def picture_box(self) -> Callable[[Geometry], tuple[int, int, int, int]] | None:
+        """For a selector whose frames carry bars (onevision letterboxes): ``(r0, r1, c0, c1)``,
+        the block rows and columns that show the picture. None: the whole block grid does."""
+        return self.recipe.picture_box if self.recipe is not None else None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.config_class, type) and issubclass(self.config_class, SelectorOptions)):
@@ -87,6 +91,7 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "LLaVA-OneVision-2 and Mage-VL checkpoints)",
             SelectionOptions,
             resumable=True,
+            recipe=CVP,
         ),
         SelectorSpec(
             "llava-ov2",
@@ -95,6 +100,7 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "with temporal quotas per GOP",
             LlavaOv2Options,
             resumable=True,
+            recipe=LLAVA_OV2,
         ),
         SelectorSpec(
             "onevision",
@@ -102,7 +108,7 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "OneVision-Encoder's LLaVA-NeXT codec path: frame 0 whole, then a global (or per time bucket) "
             "top-K of motion+residual patches over a letterboxed square",
             OnevisionOptions,
-            picture_box=picture_blocks,
+            recipe=ONEVISION,
         ),
         SelectorSpec(
             "uniform",
@@ -110,6 +116,7 @@ SELECTORS: Registry[SelectorSpec] = Registry(
             "baseline: N evenly spaced whole frames, one canvas each",
             UniformOptions,
             resumable=True,
+            recipe=UNIFORM,
         ),
     ),
 )

@@ -266,6 +266,7 @@ UNIFORM = Recipe(
         Step("pack", _pack, ("canvases",)),
     ),
     reuses_scores=False,
+    scored=False,
 )
 
 

@@ -120,9 +120,14 @@ def run_summary(result: RunResult, key: str | None, scores_run_id: str | None) -
 
     Returns
     -------
-    threshold, timings, warnings, processed_hw, patch, block_size, cache_key and scores_run_id.
+    threshold, timings, warnings, processed_hw, patch, block_size, cache_key, scores_run_id and,
+    under a hard token budget, token_budget, tokens_used and stop_reason (else None).
     """
+    budget = result.selection.budget
     return {
+        "token_budget": budget.token_budget if budget is not None else None,
+        "tokens_used": budget.tokens_used if budget is not None else None,
+        "stop_reason": budget.stop_reason if budget is not None else None,
         "scores_run_id": scores_run_id,
         "threshold": result.groups.threshold,
         "timings": result.timings_secs,

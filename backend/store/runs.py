@@ -124,6 +124,9 @@ _SUMMARY_COLUMNS = (
     "block_size",
     "cache_key",
     "scores_run_id",
+    "token_budget",
+    "tokens_used",
+    "stop_reason",
 )
 
 
@@ -138,6 +141,9 @@ def _summary_values(summary: dict[str, Any]) -> list[Any]:
         summary["block_size"],
         summary.get("cache_key"),
         summary.get("scores_run_id"),
+        summary.get("token_budget"),
+        summary.get("tokens_used"),
+        summary.get("stop_reason"),
     ]
 
 

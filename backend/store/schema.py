@@ -148,7 +148,13 @@ _MIGRATIONS = {
             run_id VARCHAR)""",
     ],
     # Version 7 (issue 29): each dataset video's coverage audit (backend.store.summary).
-    7: [f"ALTER TABLE dataset_videos ADD COLUMN {name} {kind}" for name, kind in AUDIT_SUMMARY_COLUMNS],
+    # And each run's hard token budget: what it allowed, what it used and why it stopped.
+    7: [
+        *(f"ALTER TABLE dataset_videos ADD COLUMN {name} {kind}" for name, kind in AUDIT_SUMMARY_COLUMNS),
+        "ALTER TABLE runs ADD COLUMN token_budget INTEGER",
+        "ALTER TABLE runs ADD COLUMN tokens_used INTEGER",
+        "ALTER TABLE runs ADD COLUMN stop_reason VARCHAR",
+    ],
 }
 
 

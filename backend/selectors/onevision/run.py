@@ -14,6 +14,7 @@ from backend.selectors.onevision.letterbox import (
     decode_letterboxed,
     letterbox_geometry,
     letterboxed_raw_grids,
+    picture_blocks,
     score_letterboxed,
 )
 from backend.selectors.onevision.options import OnevisionOptions
@@ -99,6 +100,7 @@ ONEVISION = Recipe(
     ),
     warnings=_warnings,
     reuses_scores=False,
+    picture_box=picture_blocks,
 )
 
 

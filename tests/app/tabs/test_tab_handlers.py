@@ -358,3 +358,20 @@ def test_the_reselect_route_answers_and_lets_go_of_the_session_file(ws: Workspac
     finally:
         demo.close()
         stop_pool(ws)
+
+
+def test_no_event_fires_on_the_page_load_and_on_a_change(ws: Workspace, run_id: str) -> None:
+    """``gr.on(triggers=None)`` listens to the page load and to every input's change: the Compare
+    tab's page load then re-fired whenever a new comparison set its id, loading it twice, and the
+    second load put frame 0 back under a step taken in between (CI, stop 38)."""
+    from app.main import build_app, stop_pool
+
+    demo = build_app(ws, run_id=run_id)
+    try:
+        loads = [fn for fn in demo.fns.values() if any(event == "load" for _, event in fn.targets)]
+        assert len(loads) >= 2  # the app's own and the Compare tab's
+        for fn in loads:
+            assert {event for _, event in fn.targets} == {"load"}, (fn.name, fn.targets)
+    finally:
+        demo.close()
+        stop_pool(ws)
