@@ -67,10 +67,15 @@ def codec_side_data(info: Any, frame_indices: list[int], *, progress: Any) -> An
 def select_run(video: str, store: Any, options: Any, *, progress: Any) -> dict[str, Any]:
     """Run and store a selection of ``video``: the new run's id, ``how`` and its stage times."""
     from backend.runs import select_and_store
+    from backend.selectors.fallback import default_fallback
 
     progress.enter("probe")
     with _opened(store) as opened:
-        run_id, result = select_and_store(video, opened, options=options, on_progress=progress)
+        # The app's default: a declared fallback (signal, then uniform; none for parity).
+        fallback = default_fallback(options)
+        run_id, result = select_and_store(
+            video, opened, options=options, on_progress=progress, fallback=fallback
+        )
     return {"run_id": run_id, "how": "full", "timings_secs": dict(result.timings_secs)}
 
 

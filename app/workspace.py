@@ -223,7 +223,9 @@ def ensure_run(ws: Workspace, video: str | Path, options: Any = None) -> str:
             cleanup=Cleanup(store=ws.store),
         )
         return str(done["run_id"])
-    run_id, result = select_and_store(path, ws.store, options=options)
+    from backend.selectors.fallback import default_fallback
+
+    run_id, result = select_and_store(path, ws.store, options=options, fallback=default_fallback(options))
     ws.remember(run_id, result)
     return run_id
 

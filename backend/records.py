@@ -404,6 +404,28 @@ class BudgetOutcome:
         return dataclasses.asdict(self)
 
 
+FALLBACK_REASONS = ("no_bitcost", "flat_scores", "damaged_stream")
+"""Why a run fell back (backend.selectors.fallback, docs/audit.md): the codec has no bitcost,
+the codec spent too little between keyframes for its scores to rank, or too many frames were bad."""
+
+
+@dataclass(frozen=True)
+class FallbackOutcome:
+    """Which selector a run asked for, which one ran, and why they differ (None: they do not)."""
+
+    selector_requested: str
+    """The selector as asked for, with the options a fallback changed: ``cvp[score=bitcost]``."""
+    selector_used: str
+    """The selector that ran: the requested one, ``cvp[profile=clean,score=mvres]`` or ``uniform``."""
+    fallback_reason: str | None
+    """One of :data:`FALLBACK_REASONS`, or None when the requested selector ran."""
+    detail: str = ""
+    """The measured condition in words (empty when nothing fell back)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass(frozen=True, repr=False)
 class Selection(_ShapeRepr):
     """Per-group selections for every processed group (skipped groups are absent)."""

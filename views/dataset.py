@@ -13,6 +13,8 @@ from plotly.subplots import make_subplots
 TABLE_COLUMNS: tuple[str, ...] = (
     "rel_path",
     "status",
+    "selector_used",
+    "fallback_reason",
     "codec_name",
     "width",
     "height",

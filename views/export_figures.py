@@ -1,4 +1,4 @@
-"""Figures an export writes: each run's timeline and readiness traces, paper style, within the frame range."""
+"""Figures an export writes: each run's timeline, readiness traces and coverage, paper style, in its range."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import plotly.graph_objects as go
 
 from backend.export import export_groups
 from backend.pipeline import RunResult
+from views.coverage_figure import prepare_run_coverage_figure
 from views.figure_style import apply_style
 from views.inspector.group_stepper import prepare_readiness_plot
 from views.inspector.timeline import prepare_timeline
 
-PLOTS: tuple[str, ...] = ("timeline", "readiness")
+PLOTS: tuple[str, ...] = ("timeline", "readiness", "coverage")
+"""Figure names an export accepts (``--plots``, the Export panel's figure choice)."""
 
 
 def prepare_export_figures(
@@ -31,11 +33,13 @@ def prepare_export_figures(
     groups : readiness figures of these groups only; None = every group with a candidate frame in
         ``frames``.
     frames : (start, stop) frame_index range of the export (stop exclusive or None); None = all.
-        The timeline spans it and readiness figures are made only for the groups it touches.
+        The timeline and the coverage figure's time axes span it and readiness figures are made
+        only for the groups it touches.
 
     Returns
     -------
-    ``timeline[_<run_id>]`` and ``readiness_g<G>[_<run_id>]`` figures.
+    ``timeline[_<run_id>]``, ``readiness_g<G>[_<run_id>]`` and ``coverage[_<run_id>]`` figures
+    (the coverage audit of :mod:`views.coverage_figure`).
     """
     unknown = [p for p in plots if p not in PLOTS]
     if unknown:
@@ -51,4 +55,6 @@ def prepare_export_figures(
                 apply_style(fig, paper=True)
                 fig.update_layout(height=640)  # three rows of plot and a legend under them
                 figures[f"readiness_g{g}{suffix}"] = fig
+        if "coverage" in plots:
+            figures[f"coverage{suffix}"] = prepare_run_coverage_figure(result, frames=frames, paper=True)
     return figures

@@ -45,8 +45,14 @@ COLOURS: dict[str, str] = {
     "before": OKABE_ITO["vermillion"],
     "after": OKABE_ITO["bluish_green"],
     "neutral": GREY,
+    # The coverage audit's figure (views.coverage_figure).
+    "coverage": OKABE_ITO["blue"],
+    "never_observed": GREY,
+    "mean_staleness": OKABE_ITO["orange"],
+    "max_staleness": OKABE_ITO["reddish_purple"],
 }
-"""Fixed colour of each meaning, in every figure (timeline, readiness trace, compare, luma, exports)."""
+"""Fixed colour of each meaning, in every figure (timeline, readiness trace, coverage, compare, luma,
+exports)."""
 
 SERIES: tuple[str, ...] = (
     OKABE_ITO["blue"],

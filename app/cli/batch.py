@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from app.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    add_fallback_option,
     add_selection_options,
     fail_with,
     given_options,
@@ -71,6 +72,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="hash every video's content to decide what to skip, even when size and time are unchanged",
     )
+    add_fallback_option(sub, default_help="signal, but none with --profile parity")
     return sub
 
 
@@ -215,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
             overrides=_overrides(args),
             session_db=args.session_db,
             rehash=args.rehash,
+            fallback=args.fallback,
         )
         plan = plan_batch(args.input, args.out, config=config)
     except (CodecLensError, ValueError) as exc:  # ValueError: invalid options, selector or preset

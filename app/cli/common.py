@@ -181,3 +181,17 @@ def options_from_args(args: argparse.Namespace, *, total_frames: int | None = No
     if getattr(args, "preset", None) is not None:
         given = preset_values(args.preset, given, total_frames=total_frames)
     return options_for(selector, given)
+
+
+def add_fallback_option(parser: argparse.ArgumentParser, *, default_help: str) -> None:
+    """``--fallback none|uniform|signal`` (backend.selectors.fallback; None when not given)."""
+    from backend.selectors.fallback import FALLBACK_MODES
+
+    parser.add_argument(
+        "--fallback",
+        choices=FALLBACK_MODES,
+        default=None,
+        help="when the scores cannot be trusted (no bitcost, too flat to rank, a damaged stream): none "
+        "(the selector as asked, or its error), uniform (evenly spaced frames), signal (a decoder-side "
+        f"signal where the codec has no bitcost, then uniform); default: {default_help} (docs/audit.md)",
+    )

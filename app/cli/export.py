@@ -11,14 +11,15 @@ from typing import Any
 
 from app.cli.common import EXIT_OK, Parser, add_store_options, fail_with
 
-PLOTS = ("timeline", "readiness")  # views.export_figures.PLOTS (not imported: start-up stays light)
+# views.export_figures.PLOTS (not imported: start-up stays light)
+PLOTS = ("timeline", "readiness", "coverage")
 MAX_COMPARE = 3
 HEATMAP_SCALES = ("frame", "video")  # backend.render.SCALES
 
 _DESCRIPTION = """\
 Export a stored run: the annotated clip (chosen layers, frame index and timestamp drawn in),
 optionally side by side with up to three other runs; per-frame and per-block CSV; per-block
-statistics for YUView; timeline and readiness figures. Every export writes <clip>.json, a
+statistics for YUView; timeline, readiness and coverage figures. Every export writes <clip>.json, a
 sidecar with the run config, versions, frame range and the sha256 of inputs and outputs.
 
 Layers: heatmap, kept, lost, grid (block grid), patch_grid, codec_grid, anchor, bad.
@@ -81,7 +82,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--yuview-coordinates", default="source", help="source (original video pixels) or processed"
     )
-    p.add_argument("--plots", default="", help="figures to write: timeline,readiness")
+    p.add_argument(
+        "--plots",
+        default="",
+        help="figures to write, comma-separated: timeline, readiness, coverage (the coverage audit)",
+    )
     p.add_argument("--plot-format", default="png", help="comma-separated: png, svg, pdf, html (default png)")
     p.add_argument(
         "--group", type=int, action="append", help="readiness figure of this group only (repeatable)"

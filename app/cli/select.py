@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.cli.common import add_selection_options, fail, fail_with, options_from_args
+from app.cli.common import add_fallback_option, add_selection_options, fail, fail_with, options_from_args
 from views.wording import plural
 
 
@@ -26,6 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     sel.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     add_selection_options(sel)
+    add_fallback_option(sel, default_help="none (the app and batch: signal, none for parity)")
     return sel
 
 
@@ -62,6 +63,11 @@ def print_summary(summary: dict[str, Any], as_json: bool) -> None:
         f"{summary['video']}: {plural(summary['frames'], 'frame')} → {counts} in {summary['seconds']:.2f} s "
         f"({summary['profile']}, {warned})" + (f" → {where}" if where else "")
     )
+    if summary.get("fallback_reason"):
+        print(
+            f"fell back from {summary['selector_requested']} to {summary['selector_used']} "
+            f"({summary['fallback_reason']}: {summary['detail']})"
+        )
 
 
 def _frames_for_preset(args: argparse.Namespace) -> int | None:
@@ -73,6 +79,15 @@ def _frames_for_preset(args: argparse.Namespace) -> int | None:
     from backend.stages.probe import ProbeConfig, probe
 
     return probe(args.video, config=ProbeConfig()).total_frames
+
+
+def _fallback(args: argparse.Namespace) -> Any:
+    """The declared fallback ``--fallback`` asks for (None: none, the selector as asked)."""
+    if getattr(args, "fallback", None) in (None, "none"):
+        return None
+    from backend.selectors.fallback import FallbackConfig
+
+    return FallbackConfig(mode=args.fallback)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     run_id = None
     try:
         options = options_from_args(args, total_frames=_frames_for_preset(args))
+        fallback = _fallback(args)
         if args.out is not None:
             check_out_dir(args.out)  # before the run, not after it has been stored
         if args.session_db is not None:
@@ -94,7 +110,11 @@ def run(args: argparse.Namespace) -> int:
             from backend.store import SessionStore
 
             with SessionStore(args.session_db) as store:
-                run_id, result = select_and_store(args.video, store, options=options)
+                run_id, result = select_and_store(args.video, store, options=options, fallback=fallback)
+        elif fallback is not None:
+            from backend.selectors.fallback import select_with_fallback
+
+            result = select_with_fallback(args.video, options=options, config=fallback)
         else:
             result = select(args.video, options=options)
         if args.out is not None:
@@ -109,8 +129,15 @@ def run(args: argparse.Namespace) -> int:
     except (CodecLensError, ValueError) as exc:  # ValueError: invalid option values
         stored = run_id is not None and isinstance(exc, CodecLensError)
         return fail_with(exc, note=f" (the run is stored as {run_id})" if stored else "")
+    ran = result.fallback.as_dict() if result.fallback is not None else {}
     summary = summary_of(
-        result, options, time.perf_counter() - t0, out=args.out, run_id=run_id, selector=selector_of(options)
+        result,
+        result.options,
+        time.perf_counter() - t0,
+        out=args.out,
+        run_id=run_id,
+        selector=selector_of(result.options),
+        **ran,
     )
     print_summary(summary, args.json)
     return 0

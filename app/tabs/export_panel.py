@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 EXPORT_FOLDER = "exports"
 """Sub-folder of the workspace's output root that the panel writes into."""
 EXTRAS = ("frame & block CSV", "YUView statistics")
-FIGURES = ("timeline", "readiness")
+FIGURES = ("timeline", "readiness", "coverage")  # views.export_figures.PLOTS
 SIZES = ("source", "processed")  # backend.export.CLIP_SIZES
 
 
@@ -224,9 +224,11 @@ def export_figure(
     group_index: int | None = None,
     frames: tuple[int, int | None] | None = None,
 ) -> list[str]:
-    """Write the run's timeline or a group's readiness figure (with a sidecar); return the paths.
+    """Write the run's timeline, a group's readiness figure or the run's coverage figure (with a
+    sidecar); return the paths.
 
-    Paper style, as the CLI's; the timeline spans ``frames`` (None: the whole video).
+    Paper style, as the CLI's; the timeline and the coverage figure's time axes span ``frames``
+    (None: the whole video).
     """
     from backend.export import ExportConfig, load_export_run, write_export
     from views.export_figures import prepare_export_figures
@@ -460,7 +462,7 @@ def build_export_panel(ws: Workspace, run_id: gr.Textbox, frame_slider: gr.Slide
     Layers, a frame_index range, the clip format, its size (source or processed resolution, a
     scale or a width) and extras; an Export button that writes under
     ``ws.output_path('exports/…')`` and offers the files (clip, CSV, sidecar) for download; and a
-    figure export (timeline over the range, or readiness, PNG/SVG/PDF/HTML). With
+    figure export (timeline or coverage over the range, or readiness, PNG/SVG/PDF/HTML). With
     ``frame_slider`` (the viewer's candidate row) the range can start at the viewed frame and
     the readiness figure is that frame's group. Errors show as ``gr.Error`` in one line.
     """

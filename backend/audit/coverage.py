@@ -233,22 +233,28 @@ def _staleness(
 
 
 def _group_rows(source: AuditSource) -> tuple[GroupCoverage, ...]:
-    tokens = source.tokens[source.tokens[:, _VALID] != 0]
+    """One row per group named by a token (padding rows of no group, −1, aside), in one pass over
+    the tokens: a mask per group cost O(groups × tokens), ~16 ms on a 712-frame run of 40 groups."""
+    group_of = source.tokens[:, _GROUP].astype(np.int64)
+    named = group_of >= 0
+    groups = np.flatnonzero(np.bincount(group_of[named]))  # group indices are small counts
+    mine = named & (source.tokens[:, _VALID] != 0)
+    index = np.searchsorted(groups, group_of[mine])
+    counts = np.bincount(index, minlength=groups.size)
+    frames = source.tokens[mine, _FRAME].astype(np.int64)  # 0 … F−1: checked by _covered_positions
+    span = int(frames.max()) + 1 if frames.size else 1
+    covered = np.bincount(np.unique(index * span + frames) // span, minlength=groups.size)
     out = []
-    for g in np.unique(source.tokens[:, _GROUP]).tolist():
-        if g < 0:
-            continue  # padding rows of a canvas that belongs to no group
-        mine = tokens[tokens[:, _GROUP] == g]
+    for k, g in enumerate(groups.tolist()):
         share = None
         if source.group_score_mass is not None and g in source.group_score_mass:
             kept, whole = source.group_score_mass[g]
             share = float(kept / whole) if whole > 0 else None  # nothing to keep: no share
-        covered = int(np.unique(mine[:, _FRAME]).size)
         out.append(
             GroupCoverage(
                 group_index=int(g),
-                tokens=int(mine.shape[0]),
-                covered_frames=covered,
+                tokens=int(counts[k]),
+                covered_frames=int(covered[k]),
                 kept_score_fraction=share,
             )
         )

@@ -68,11 +68,12 @@ def _sums_by(keys: np.ndarray, values: np.ndarray) -> tuple[list[int], list[floa
     return uniq.tolist(), np.bincount(inverse, weights=values, minlength=uniq.size).tolist()
 
 
-def audit_source_of_run(result: RunResult) -> AuditSource:
+def audit_source_of_run(result: RunResult, *, scores: bool = True) -> AuditSource:
     """The audit's view of a selection run (any selector, or an imported cvp folder).
 
     Frames are the video's decoded frames: ``info.total_frames``, widened to the last candidate
-    when the container's count fell short.
+    when the container's count fell short. ``scores=False`` leaves the score masses unknown
+    (None) without summing them, for a view that shows only coverage and staleness.
     """
     info = result.info
     last = int(result.candidates.frame_indices.max()) + 1 if result.candidates.frame_indices.size else 0
@@ -85,8 +86,8 @@ def audit_source_of_run(result: RunResult) -> AuditSource:
         grid_hw=tuple(result.geometry.grid_hw),
         frame_secs=secs,
         frame_secs_step=step,
-        group_score_mass=_score_mass(result),
-        score_mass=float(result.scores.patch_scores.sum(dtype=np.float64)),
+        group_score_mass=_score_mass(result) if scores else None,
+        score_mass=float(result.scores.patch_scores.sum(dtype=np.float64)) if scores else None,
     )
 
 

@@ -54,6 +54,8 @@ class BatchConfig:
     """Option values for every video (a manifest row's own values win)."""
     session_db: Path | None = None
     rehash: bool = False
+    fallback: str | None = None
+    """The declared fallback's mode for every video (None: ``signal``, ``none`` for parity)."""
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -128,7 +130,7 @@ def plan_batch(source: str | Path, out_dir: str | Path, *, config: BatchConfig) 
     InputError : the input cannot be listed. OutputError : the output folder is unusable.
     ValueError : invalid selector, preset or option values given for every video.
     """
-    base = resolve_options(config.selector, config.preset, config.overrides)
+    base = resolve_options(config.selector, config.preset, config.overrides, config.fallback)
     out = _check_out_dir(Path(out_dir).expanduser())
     listing = list_input(source, option_names=option_names(config.selector), skip=out)
     session_db = str(Path(config.session_db).expanduser().resolve()) if config.session_db else None
@@ -143,6 +145,7 @@ def plan_batch(source: str | Path, out_dir: str | Path, *, config: BatchConfig) 
                     entry.selector or config.selector,
                     entry.preset or config.preset,
                     {**config.overrides, **entry.overrides},
+                    config.fallback,
                 )
             except ValueError as exc:
                 entry = type(entry)(entry.path, entry.rel_path, error=f"{entry.path}: {exc}")

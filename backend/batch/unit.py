@@ -38,12 +38,20 @@ class UnitOptions:
     options: Any
     """The selector's frozen options (SelectionOptions for ``cvp``), ``workers`` = 1."""
     key: str
-    """Digest of the selector and every option value: equal keys make equal outputs."""
+    """Digest of the selector, every option value and the fallback: equal keys make equal outputs."""
+    fallback: str = "signal"
+    """The declared fallback's mode (backend.selectors.fallback.FALLBACK_MODES)."""
     cap_sampled_frames: bool = False
     """The preset caps ``num_sampled_frames`` at each video's frame count (not given explicitly)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"selector": self.selector, "preset": self.preset, "options": self.options.as_dict()}
+        out = {"selector": self.selector, "preset": self.preset, "options": self.options.as_dict()}
+        return out | {"fallback": self.fallback}
+
+    def fallback_config(self) -> Any:
+        from backend.selectors.fallback import FallbackConfig
+
+        return FallbackConfig(mode=self.fallback)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,12 +135,18 @@ def _select(
 
         with SessionStore(task.session_db) as store:
             run_id, result = select_and_store(
-                task.path, store, options=options, on_progress=on_progress, content=content
+                task.path,
+                store,
+                options=options,
+                on_progress=on_progress,
+                content=content,
+                fallback=task.unit.fallback_config(),
             )
         return result, run_id
-    from backend.selectors import select
+    from backend.selectors.fallback import select_with_fallback
 
-    return select(task.path, options=options, on_progress=on_progress), None
+    config = task.unit.fallback_config()
+    return select_with_fallback(task.path, options=options, config=config, on_progress=on_progress), None
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -166,20 +180,30 @@ def _coerce(value: Any, kind: type, name: str) -> Any:
         ) from None
 
 
-def options_key(selector: str, options: Any) -> str:
-    """Digest of ``selector`` and every option value but ``workers`` (which changes no output)."""
+def options_key(selector: str, options: Any, fallback: str | None = None) -> str:
+    """Digest of ``selector``, every option value but ``workers`` (which changes no output) and a
+    fallback other than the options' default (so outputs made before fallbacks keep their key)."""
+    from backend.selectors.fallback import default_fallback
+
     values = {k: v for k, v in options.as_dict().items() if k != "workers"}
-    blob = json.dumps({"selector": selector, "options": values}, sort_keys=True, default=str)
+    made = {"selector": selector, "options": values}
+    if fallback is not None and fallback != default_fallback(options).mode:
+        made["fallback"] = fallback
+    blob = json.dumps(made, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def resolve_options(
-    selector: str = DEFAULT_SELECTOR, preset: str | None = None, overrides: Mapping[str, Any] | None = None
+    selector: str = DEFAULT_SELECTOR,
+    preset: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    fallback: str | None = None,
 ) -> UnitOptions:
     """The options one batch unit runs with: ``selector``'s defaults, then ``preset``'s values,
     then ``overrides`` (CLI flags, then a manifest row's cells; text is converted to each
     option's type). ``workers`` (where the selector has it) is always 1: a batch runs one
-    single-threaded video per process.
+    single-threaded video per process. ``fallback``: the declared fallback's mode (None: the
+    default, ``signal`` but ``none`` for the parity profile).
 
     Raises
     ------
@@ -204,11 +228,15 @@ def resolve_options(
         values["workers"] = 1
     options = cls(**values)
     cap = preset is not None and "num_sampled_frames" not in (overrides or {})
+    from backend.selectors.fallback import FallbackConfig, default_fallback
+
+    mode = FallbackConfig(mode=fallback).mode if fallback is not None else default_fallback(options).mode
     return UnitOptions(
         selector=selector,
         preset=preset,
         options=options,
-        key=options_key(selector, options),
+        key=options_key(selector, options, mode),
+        fallback=mode,
         cap_sampled_frames=cap,
     )
 
@@ -258,7 +286,7 @@ def done_row(
         "content_sha256": content,
         "status": "done",
         "error": None,
-        "selector": task.unit.selector,
+        **_fallback_columns(task, result),
         "codec_name": info.codec_name,
         "width": int(info.width),
         "height": int(info.height),
@@ -277,6 +305,19 @@ def done_row(
         "output_dir": output_dir,
         "options_key": task.unit.key,
         "run_id": run_id,
+    }
+
+
+def _fallback_columns(task: UnitTask, result: Any) -> dict[str, Any]:
+    """The selector that ran (``selector``), the one asked for and why they differ."""
+    from backend.selectors import selector_of
+
+    fallback = result.fallback
+    return {
+        "selector": selector_of(result.options),
+        "selector_requested": fallback.selector_requested if fallback is not None else task.unit.selector,
+        "selector_used": fallback.selector_used if fallback is not None else task.unit.selector,
+        "fallback_reason": fallback.fallback_reason if fallback is not None else None,
     }
 
 

@@ -168,12 +168,15 @@ def selector_meta(result: Any, out_dir: Path, canvas_files: list[str], selector:
 
 def _budget_meta(result: Any) -> dict[str, Any]:
     """``token_budget``, ``tokens_used``, ``stop_reason`` and ``stop_gain`` of a run under a hard
-    token budget (nothing when the selector's own budget ruled)."""
+    token budget (nothing when the selector's own budget ruled), and after a declared fallback
+    ``selector_requested``, ``selector_used``, ``fallback_reason`` and its ``detail``."""
     budget = result.selection.budget
+    fallback = result.fallback
+    out = {} if fallback is None else fallback.as_dict()  # selector_requested, _used, fallback_reason
     if budget is None:
-        return {}
+        return out
     keys = ("token_budget", "tokens_used", "stop_reason", "stop_gain")
-    return {k: getattr(budget, k) for k in keys}
+    return out | {k: getattr(budget, k) for k in keys}
 
 
 def _picture_meta(result: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from backend.records import (
     Candidates,
     Canvases,
     DecodedFrames,
+    FallbackOutcome,
     FrameQuality,
     Geometry,
     Groups,
@@ -118,6 +119,8 @@ class RunResult:
     canvases: Canvases
     warnings: tuple[RunWarning, ...]
     timings_secs: dict[str, float]
+    fallback: FallbackOutcome | None = None
+    """Set by backend.selectors.fallback.select_with_fallback: what was asked for and what ran."""
 
 
 @dataclass(frozen=True)

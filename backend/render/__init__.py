@@ -52,6 +52,7 @@ from backend.render.overlays import (
     layer_options,
     plan_overlays,
 )
+from backend.render.staleness import staleness_at_row, video_staleness_top
 from backend.render.text import glyph_font
 
 __all__ = [
@@ -98,4 +99,6 @@ __all__ = [
     "scaled_px",
     "score_map",
     "size_factor",
+    "staleness_at_row",
+    "video_staleness_top",
 ]

@@ -29,6 +29,7 @@ from backend.render.overlays import (
     OverlayPlan,
     outline_blocks,
 )
+from backend.render.staleness import blend_staleness
 from backend.render.text import draw_anchor_label, draw_bad_label
 
 REFERENCE_ROWS = 720
@@ -128,7 +129,9 @@ def draw_frame(
     Everything is drawn at the picture's own size, so lines stay one colour and sharp: grid and
     block edges are the processed frame's edges scaled to it (rounded), the heatmap is the block
     or cell grid (``plan.options.heat``) stretched by nearest neighbour, and widths and labels
-    keep the viewer's sizes up to 720 rows and grow in proportion above (:func:`scaled_px`).
+    keep the viewer's sizes up to 720 rows and grow in proportion above (:func:`scaled_px`). The
+    staleness layer is one tile per patch position over the picture, on the plan's fixed scale
+    (:func:`backend.render.staleness.blend_staleness`).
 
     Parameters
     ----------
@@ -170,6 +173,10 @@ def _draw(result: RunResult, row: int, plan: OverlayPlan, frame: np.ndarray, *, 
             image[outside] = frame[outside]
     else:
         image = np.array(frame, copy=True)
+    if opts.staleness and plan.staleness_top is not None:
+        blend_staleness(
+            image, result, row, top=plan.staleness_top, colormap=opts.colormap, opacity=float(opts.opacity)
+        )
     bad = not bool(result.quality.good[row])
     if opts.bad_frames and bad:
         tint = np.empty_like(image)

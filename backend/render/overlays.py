@@ -25,6 +25,7 @@ from backend.render.heatmap import (
     video_log_max,
     video_raw_max,
 )
+from backend.render.staleness import video_staleness_top
 from backend.selectors import picture_of
 
 KEPT_BORDER_PX = 2
@@ -48,6 +49,10 @@ class LayerOptions:
 
     heatmap: bool = False
     """Blend the score map over the frame."""
+    staleness: bool = False
+    """Blend each patch position's staleness (frames since a valid token last covered it,
+    :func:`backend.audit.staleness_at_frame`) over the picture, on the video's fixed scale, with the
+    heatmap's opacity and colormap; drawn over the score heatmap when both are on."""
     opacity: float = 0.5
     """Heatmap weight in [0, 1]; 0 shows the plain frame."""
     colormap: str = "turbo"
@@ -88,6 +93,7 @@ class LayerOptions:
 
 LAYER_NAMES: tuple[str, ...] = (
     "heatmap",
+    "staleness",
     "kept",
     "lost",
     "grid",
@@ -97,9 +103,10 @@ LAYER_NAMES: tuple[str, ...] = (
     "bad",
 )
 """Layer names shared by the app, exports and the CLI: ``grid`` is the block grid, ``anchor`` the
-anchor badge, ``bad`` the bad-frame tint and label."""
+anchor badge, ``bad`` the bad-frame tint and label, ``staleness`` the staleness heat layer."""
 LAYER_LABELS: dict[str, str] = {
     "heatmap": "heatmap",
+    "staleness": "staleness",
     "kept": "kept",
     "lost": "lost",
     "grid": "block grid",
@@ -124,6 +131,7 @@ def layer_options(
     chosen = set(parse_names(layers, LAYER_NAMES, what="layer"))
     return LayerOptions(
         heatmap="heatmap" in chosen,
+        staleness="staleness" in chosen,
         opacity=float(opacity),
         colormap=colormap,
         scale=scale,
@@ -140,6 +148,7 @@ def layer_options(
 
 _LAYER_FLAGS: dict[str, str] = {
     "heatmap": "heatmap",
+    "staleness": "staleness",
     "kept": "kept",
     "lost": "lost",
     "grid": "block_grid",
@@ -227,6 +236,9 @@ class OverlayPlan:
     picture_blocks: tuple[int, int, int, int] | None = None
     """``(r0, r1, c0, c1)`` block rows and columns showing the picture when the selector adds bars
     (onevision's letterbox), so the heatmap leaves the bars alone; None: the whole frame."""
+    staleness_top: int | None = None
+    """The staleness layer's fixed scale: the video's highest staleness in frames, the colour bar's
+    top (None when the layer is off)."""
 
 
 def plan_overlays(result: RunResult, *, options: LayerOptions) -> OverlayPlan:
@@ -269,6 +281,7 @@ def plan_overlays(result: RunResult, *, options: LayerOptions) -> OverlayPlan:
     whole = box == (0, geo.block_grid_hw[0], 0, geo.block_grid_hw[1])
     return OverlayPlan(
         picture_blocks=None if whole else box,
+        staleness_top=video_staleness_top(result) if options.staleness else None,
         options=options,
         block_px=f,
         grid_lines=tuple(lines),

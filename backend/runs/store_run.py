@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from backend.runs.decode_cache import (
 )
 from backend.runs.plan import front_is_cached
 from backend.selectors import options_for, select, selector_of, spec_of
+from backend.selectors.fallback import FallbackConfig, select_with_fallback
 from backend.stages.probe import ProbeConfig, probe
 from backend.store import SessionStore, run_columns, run_summary
 from backend.store.runs import RunRow
@@ -73,9 +75,14 @@ def select_and_store(
     reuse: CachedDecode | None = None,
     content: str | None = None,
     cache_budget_bytes: int = DEFAULT_CACHE_BUDGET_BYTES,
+    fallback: FallbackConfig | None = None,
 ) -> tuple[str, RunResult]:
     """Run the selector ``options`` belong to, store every table and the decode cache; a failure
     marks the run failed.
+
+    ``fallback``: a declared fallback (backend.selectors.fallback) for a new run: when another
+    selector or option set runs instead, the row holds the one that ran (so it reopens as it ran)
+    and ``selector_requested`` / ``fallback_reason`` say what was asked for and why.
 
     ``options``: the options of any selector of ``backend.selectors.SELECTORS`` (``SelectionOptions``
     for cvp). A re-selection passes the cached decode as ``reuse``; the video is then neither hashed
@@ -116,9 +123,17 @@ def select_and_store(
     # cache takes milliseconds, so it is written in one transaction when it is done.
     run_id = store.begin_run(session_id, **run_kwargs) if front is None else None
     try:
-        result = select(
-            video, options=options, on_progress=on_progress, front=front, scores=scores, info=info
-        )
+        if fallback is not None and reuse is None:
+            result = select_with_fallback(
+                video, options=options, config=fallback, on_progress=on_progress, info=info
+            )
+            if result.options is not options:  # the cache holds the decode of what ran
+                assert content is not None
+                key = cache_key(content, result.options)
+        else:
+            result = select(
+                video, options=options, on_progress=on_progress, front=front, scores=scores, info=info
+            )
         scores_run_id = reuse.scores_run_id if reuse is not None else None
         # Score grids reused from scores_run_id are stored there already.
         tables = run_columns(result, score_grids=scores_run_id is None)
@@ -177,6 +192,14 @@ def open_run(
         row = store.get_run(run_id)
     if row.status != "done":
         raise StoreError(f"run {run_id} is {row.status}, not done", path=store.path, stage="open")
+    result = _rebuilt(store, row, memory)
+    # The row holds what ran; a declared fallback's record says what was asked for.
+    return result if row.fallback is None else dataclasses.replace(result, fallback=row.fallback)
+
+
+def _rebuilt(store: SessionStore, row: RunRow, memory: dict[str, Any] | None) -> RunResult:
+    """The records of a stored, finished run: from its decode cache, else decoded again."""
+    run_id = row.run_id
     options = options_for(row.selector, row.config)
     front, folder = cached_front(store, row.cache_key, memory) if row.cache_key else (None, None)
     back = load_back(folder) if folder is not None and not spec_of(options).resumable else None

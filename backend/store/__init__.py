@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from backend.store.session_store import SessionStore
     from backend.store.summary import (
         AUDIT_SUMMARY_COLUMNS,
+        FALLBACK_SUMMARY_COLUMNS,
         SUMMARY_COLUMNS,
         SUMMARY_NAMES,
         write_summary_parquet,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "SCHEMA_VERSION": "schema",
     "AUDIT_SUMMARY_COLUMNS": "summary",
+    "FALLBACK_SUMMARY_COLUMNS": "summary",
     "SUMMARY_COLUMNS": "summary",
     "SUMMARY_NAMES": "summary",
     "SessionStore": "session_store",
@@ -38,6 +40,7 @@ _HOMES = {
 
 __all__ = [
     "AUDIT_SUMMARY_COLUMNS",
+    "FALLBACK_SUMMARY_COLUMNS",
     "SCHEMA_VERSION",
     "SUMMARY_COLUMNS",
     "SUMMARY_NAMES",

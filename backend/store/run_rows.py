@@ -121,10 +121,26 @@ def run_summary(result: RunResult, key: str | None, scores_run_id: str | None) -
     Returns
     -------
     threshold, timings, warnings, processed_hw, patch, block_size, cache_key, scores_run_id and,
-    under a hard token budget, token_budget, tokens_used and stop_reason (else None).
+    under a hard token budget, token_budget, tokens_used and stop_reason (else None); after a
+    declared fallback, selector_requested and fallback_reason, and when another selector or option
+    set ran, the ``selector``, ``profile`` and ``config`` that did (the row then reopens as it ran).
     """
     budget = result.selection.budget
-    return {
+    fallback = result.fallback
+    ran: dict[str, Any] = {}
+    if fallback is not None and fallback.fallback_reason is not None:
+        from backend.selectors import selector_of
+
+        ran = {
+            "selector": selector_of(result.options),
+            "profile": result.options.profile,
+            "config": result.options.as_dict(),
+        }
+    return ran | {
+        "selector_requested": fallback.selector_requested if fallback is not None else None,
+        "selector_used": fallback.selector_used if fallback is not None else None,
+        "fallback_reason": fallback.fallback_reason if fallback is not None else None,
+        "fallback_detail": fallback.detail if fallback is not None else None,
         "token_budget": budget.token_budget if budget is not None else None,
         "tokens_used": budget.tokens_used if budget is not None else None,
         "stop_reason": budget.stop_reason if budget is not None else None,

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from backend.errors import StoreError
+from backend.records import FallbackOutcome
 from backend.store.base import StoreBase, utc_now
 
 _RUN_TABLES = ("frames", "groups", "readiness_steps", "tokens", "score_grids")
@@ -91,6 +92,8 @@ class RunRow:
     created_at: datetime | None
     selector: str = "cvp"
     """The selector that made the run (``backend.selectors.SELECTORS``); ``config`` holds its options."""
+    fallback: FallbackOutcome | None = None
+    """The declared fallback's record (None for a run made without one)."""
 
 
 _RUN_COLUMNS = (
@@ -110,6 +113,10 @@ _RUN_COLUMNS = (
     "scores_run_id",
     "created_at",
     "selector",
+    "selector_requested",
+    "selector_used",
+    "fallback_reason",
+    "fallback_detail",
 )
 
 
@@ -127,6 +134,10 @@ _SUMMARY_COLUMNS = (
     "token_budget",
     "tokens_used",
     "stop_reason",
+    "selector_requested",
+    "selector_used",
+    "fallback_reason",
+    "fallback_detail",
 )
 
 
@@ -144,7 +155,27 @@ def _summary_values(summary: dict[str, Any]) -> list[Any]:
         summary.get("token_budget"),
         summary.get("tokens_used"),
         summary.get("stop_reason"),
+        summary.get("selector_requested"),
+        summary.get("selector_used"),
+        summary.get("fallback_reason"),
+        summary.get("fallback_detail"),
     ]
+
+
+def _fallback_of(row: Mapping[str, Any]) -> FallbackOutcome | None:
+    if row["selector_requested"] is None:
+        return None
+    return FallbackOutcome(
+        row["selector_requested"], row["selector_used"], row["fallback_reason"], row["fallback_detail"] or ""
+    )
+
+
+def _ran_as(summary: dict[str, Any]) -> dict[str, Any]:
+    """The selector, profile and options a declared fallback ran instead (run_rows.run_summary)."""
+    out = {k: summary[k] for k in ("selector", "profile") if k in summary}
+    if "config" in summary:
+        out["config_json"] = json.dumps(summary["config"])
+    return out
 
 
 class RunsMixin(StoreBase):
@@ -305,12 +336,14 @@ class RunsMixin(StoreBase):
             mapping of column name → (rows,) array (NaN and None are written as NULL).
         summary : threshold, timings, warnings, geometry and cache key of the run.
         """
+        ran = _ran_as(summary)
+        columns = (*_SUMMARY_COLUMNS, *ran)
         with self._transaction() as tx:
             self._insert_tables(tx, run_id, tables)
             tx.execute(
                 f"""UPDATE runs SET status = 'done', finished_at = ?,
-                   {", ".join(f"{c} = ?" for c in _SUMMARY_COLUMNS)} WHERE run_id = ?""",
-                [utc_now(), *_summary_values(summary), run_id],
+                   {", ".join(f"{c} = ?" for c in columns)} WHERE run_id = ?""",
+                [utc_now(), *_summary_values(summary), *ran.values(), run_id],
             )
 
     @staticmethod
@@ -355,6 +388,7 @@ class RunsMixin(StoreBase):
             scores_run_id=r["scores_run_id"],
             created_at=r["created_at"],
             selector=r["selector"] or "cvp",
+            fallback=_fallback_of(r),
         )
 
     _RUN_SELECT = (

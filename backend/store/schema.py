@@ -8,7 +8,7 @@ import duckdb
 
 from backend.errors import StoreError
 from backend.store.base import StoreBase
-from backend.store.summary import AUDIT_SUMMARY_COLUMNS
+from backend.store.summary import AUDIT_SUMMARY_COLUMNS, FALLBACK_SUMMARY_COLUMNS
 
 SCHEMA_VERSION = 7
 
@@ -148,12 +148,18 @@ _MIGRATIONS = {
             run_id VARCHAR)""",
     ],
     # Version 7 (issue 29): each dataset video's coverage audit (backend.store.summary).
-    # And each run's hard token budget: what it allowed, what it used and why it stopped.
+    # And each run's hard token budget (what it allowed, used, why it stopped) and declared fallback
+    # (the selector asked for, why another ran; the selector column names the one that ran).
     7: [
         *(f"ALTER TABLE dataset_videos ADD COLUMN {name} {kind}" for name, kind in AUDIT_SUMMARY_COLUMNS),
+        *(f"ALTER TABLE dataset_videos ADD COLUMN {name} {kind}" for name, kind in FALLBACK_SUMMARY_COLUMNS),
         "ALTER TABLE runs ADD COLUMN token_budget INTEGER",
         "ALTER TABLE runs ADD COLUMN tokens_used INTEGER",
         "ALTER TABLE runs ADD COLUMN stop_reason VARCHAR",
+        "ALTER TABLE runs ADD COLUMN selector_requested VARCHAR",
+        "ALTER TABLE runs ADD COLUMN selector_used VARCHAR",
+        "ALTER TABLE runs ADD COLUMN fallback_reason VARCHAR",
+        "ALTER TABLE runs ADD COLUMN fallback_detail VARCHAR",
     ],
 }
 

@@ -27,6 +27,13 @@ AUDIT_SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 """The coverage audit's figures of each video (backend.audit, docs/audit.md); schema version 7
 added them to ``dataset_videos``."""
+FALLBACK_SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("selector_requested", "VARCHAR"),
+    ("selector_used", "VARCHAR"),
+    ("fallback_reason", "VARCHAR"),
+)
+"""The declared fallback of each video (backend.selectors.fallback): the selector asked for, the
+one that ran (with the options the fallback changed) and why; schema version 7."""
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("path", "VARCHAR"),
     ("rel_path", "VARCHAR"),
@@ -34,6 +41,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "VARCHAR"),
     ("error", "VARCHAR"),
     ("selector", "VARCHAR"),
+    *FALLBACK_SUMMARY_COLUMNS,
     ("codec_name", "VARCHAR"),
     ("width", "INTEGER"),
     ("height", "INTEGER"),

@@ -341,6 +341,46 @@ def test_live_reselection_updates_the_page(page: Any, app: dict[str, Any]) -> No
     page.get_by_role("tab", name="Inspect").click()
 
 
+def test_a_live_token_budget_caps_the_open_run_and_says_so(page: Any, app: dict[str, Any]) -> None:
+    ws = app["ws"]
+    page.locator("#frame").scroll_into_view_if_needed()
+    box = page.locator("#live_token_budget input")
+    if not box.is_visible():
+        page.locator("#live_box").get_by_text("Re-select live").click()
+    before = _open_run(page)
+    own = ws.result(before)
+    anchors = len(own.selection.groups) * own.geometry.patches_per_canvas
+    budget = anchors + 41  # every anchor and ten blocks, then one token short of the next
+    box.fill(str(budget))
+    box.press("Enter")
+    page.wait_for_function(
+        f"() => document.querySelector('#run_id textarea, #run_id input').value !== {before!r}",
+        timeout=60_000,
+    )
+    capped = _open_run(page)
+    row = ws.store.query(
+        "SELECT token_budget, tokens_used, stop_reason FROM runs WHERE run_id = ?", [capped]
+    ).iloc[0]
+    assert (int(row.token_budget), row.stop_reason) == (budget, "budget")
+    assert budget - 4 < int(row.tokens_used) <= budget
+    assert int(ws.result(capped).canvases.tokens[:, 7].sum()) == int(row.tokens_used)
+    said = f"Token budget {budget}: {int(row.tokens_used)} used"
+    page.wait_for_function(
+        "(t) => document.querySelector('#summary').innerText.includes(t)", arg=said, timeout=30_000
+    )
+    # Back to the selector's own budget: a run without the cap, and no budget line.
+    box.fill("0")
+    box.press("Enter")
+    page.wait_for_function(
+        f"() => document.querySelector('#run_id textarea, #run_id input').value !== {capped!r}",
+        timeout=60_000,
+    )
+    assert ws.store.get_run(_open_run(page)).config["token_budget"] == 0
+    page.wait_for_function(
+        "() => !document.querySelector('#summary').innerText.includes('Token budget')", timeout=30_000
+    )
+
+
 def _live_value(page: Any, value: str) -> None:
     box = page.locator("#live_images_per_group input")
     if not box.is_visible():

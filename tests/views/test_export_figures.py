@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers.synthetic import synthetic_run
 
+import backend.export as ex
+from backend.audit import AuditConfig, audit_coverage, audit_source_of_run
 from backend.export import export_groups
 from backend.pipeline import RunResult
-from views import figure_style
+from views import coverage_figure, figure_style
 from views.export_figures import prepare_export_figures
 
 
@@ -58,3 +62,48 @@ def test_export_figures_are_paper_styled_with_whole_number_counts(result):
     assert colours["threshold"] == figure_style.COLOURS["threshold"]
     kept = figures["timeline"].layout.yaxis2
     assert kept.tickformat == "d" and float(kept.dtick).is_integer()
+
+
+def test_the_coverage_figure_follows_the_range_and_compared_runs(result):
+    figures = prepare_export_figures([("a", result), ("b", result)], ["coverage"], frames=(30, 90))
+    assert set(figures) == {"coverage", "coverage_b"}
+    fig = figures["coverage"]
+    paper_size = (figure_style.PAPER_WIDTH_PX, coverage_figure.PAPER_HEIGHT_PX)
+    assert (fig.layout.width, fig.layout.height) == paper_size
+    assert fig.layout.font.size >= 20 and fig.layout.legend.font.size >= 18
+    assert tuple(fig.layout.xaxis.range) == pytest.approx((1.0, 3.0))  # frames 30 … 89 at 30 fps
+    audit = audit_coverage(audit_source_of_run(result), config=AuditConfig())
+    (line,) = [t for t in fig.data if t.name == coverage_figure.COVERAGE_NAME]
+    assert np.array_equal(line.y, audit.frame_coverage)
+
+
+def test_an_export_asking_for_the_coverage_figure_writes_it(result, tmp_path):
+    run = ex.ExportRun(
+        run_id="a",
+        result=result,
+        config={},
+        versions={},
+        video_path=str(tmp_path / "gone.mp4"),
+        cache_key=None,
+    )
+    figures = prepare_export_figures([("a", result)], ["coverage"], frames=(30, 90))
+    config = ex.ExportConfig(
+        out_path=tmp_path / "fig",
+        allowed_roots=(tmp_path,),
+        format="none",
+        plot_formats=("html",),
+        frames=(30, 90),
+    )
+    done = ex.write_export([run], config=config, figures=figures)
+    fig = figures["coverage"]
+    html = tmp_path / "fig.coverage.html"
+    assert html in done.files and done.sidecar == tmp_path / "fig.json"
+    page = html.read_text()
+    # Self-contained, and the figure's own traces.
+    assert "<script src=" not in page and "Plotly.newPlot" in page
+    compact = page.replace(" ", "")
+    assert '"name":"neverobserved"' in compact and '"name":"stalenessmap"' in compact
+    assert compact.count('"xref":"x3"') == len(fig.layout.shapes) > 0  # the map's rectangles
+    # The sidecar lists it as a figure.
+    files = {f["name"]: f["role"] for f in json.loads(done.sidecar.read_text())["files"]}
+    assert files == {"fig.coverage.html": "figure"}

@@ -1,4 +1,4 @@
-"""The viewer's legends: what each overlay colour means, and the heatmap's colour bar with unit and range."""
+"""The viewer's legends: what each overlay colour means; the heat layers' colour bars with unit and range."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from backend.render import (
     colormap_lut,
 )
 from backend.render.heatmap import video_block_max, video_raw_max
+from backend.render.staleness import video_staleness_top
 from views.inspector.readout import heat_unit
+from views.wording import plural
 
 # (layer flag, colour, name, meaning)
 _ENTRIES = (
@@ -67,9 +69,36 @@ def _gradient(colormap: str) -> str:
 
 
 def prepare_heat_legend(result: RunResult, options: LayerOptions) -> str:
-    """HTML colour bar of the heatmap with what it shows, its unit and its range ('' when off)."""
-    if not options.heatmap:
-        return ""
+    """HTML colour bars of the heat layers that are on ('' when neither is): the score heatmap with
+    what it shows, its unit and its range, then the staleness layer on the video's fixed scale."""
+    bars = []
+    if options.heatmap:
+        bars.append(_score_bar(result, options))
+    if options.staleness:
+        bars.append(staleness_bar(result, options.colormap))
+    return "".join(bars)
+
+
+def staleness_bar(result: RunResult, colormap: str) -> str:
+    """HTML colour bar of the staleness layer: 0 … the video's highest staleness, in frames."""
+    top = video_staleness_top(result)
+    what = (
+        "Staleness: frames since a valid token last covered each patch position "
+        "(never covered up to frame f: f + 1; off the picture: not drawn)"
+    )
+    return _bar(what, colormap, "0 = covered in this frame", f"{plural(top, 'frame')} = the video's highest")
+
+
+def _bar(what: str, colormap: str, low: str, high: str) -> str:
+    return (
+        f'<div class="lens-heat"><div class="lens-heat-what">{what}</div>'
+        f'<div class="lens-bar" style="background: {_gradient(colormap)}"></div>'
+        f'<div class="lens-heat-range"><span>{low}</span><span>{high}</span></div></div>'
+    )
+
+
+def _score_bar(result: RunResult, options: LayerOptions) -> str:
+    """The score heatmap's bar with what it shows, its unit and its range."""
     geo = result.geometry
     side = geo.patch * geo.block_size
     if options.heat == "block":
@@ -87,8 +116,4 @@ def prepare_heat_legend(result: RunResult, options: LayerOptions) -> str:
         else:
             what = f"signal per cell ({unit}), log1p and divided by the frame's 99th percentile"
             low, high = "0", "1 = the frame's 99th percentile"
-    return (
-        f'<div class="lens-heat"><div class="lens-heat-what">Heatmap: {what}</div>'
-        f'<div class="lens-bar" style="background: {_gradient(options.colormap)}"></div>'
-        f'<div class="lens-heat-range"><span>{low}</span><span>{high}</span></div></div>'
-    )
+    return _bar(f"Heatmap: {what}", options.colormap, low, high)

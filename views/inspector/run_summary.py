@@ -56,6 +56,56 @@ def aspect_note(result: RunResult) -> str:
     )
 
 
+STOP_WORDS = {
+    "budget": "the next item did not fit",
+    "content": "the remaining blocks were worth less than the stop gain",
+    "video_end": "every block that fits was kept",
+}
+"""Why a hard token budget stopped, in words (``backend.records.STOP_REASONS``)."""
+
+
+def fallback_note(result: RunResult) -> str:
+    """The declared fallback that ran instead of the selector asked for ('' when none did)."""
+    fallback = result.fallback
+    if fallback is None or fallback.fallback_reason is None:
+        return ""
+    return (
+        f"**Fallback**: asked for **{html.escape(fallback.selector_requested)}**, ran "
+        f"**{html.escape(fallback.selector_used)}** "
+        f"({fallback.fallback_reason}: {html.escape(fallback.detail)})."
+    )
+
+
+def coverage_note(result: RunResult) -> str:
+    """What the run showed of the video, from its coverage audit (``docs/audit.md``): observed
+    frames of F, never-observed spans and the longest in seconds, the video's highest staleness."""
+    from backend.audit.cached import cached_run_audit
+
+    audit = cached_run_audit(result).coverage
+    spans = int(audit.never_observed_spans.shape[0])
+    longest = f", the longest {audit.longest_never_observed_secs:.3f} s" if spans else ""
+    return (
+        f"Coverage: **{audit.observed_frames} of {audit.frames}** frames observed; "
+        f"{plural(spans, 'never-observed span')}{longest}; "
+        f"max staleness {plural(audit.video_max_staleness_frames, 'frame')}."
+    )
+
+
+def budget_note(result: RunResult) -> str:
+    """The hard token budget's outcome ('' for a run under its selector's own budget)."""
+    outcome = result.selection.budget
+    if outcome is None:
+        return ""
+    skipped = len(result.selection.skipped_group_indices)
+    dropped = f"; {plural(skipped, 'group')} without room for its anchor" if skipped else ""
+    return (
+        f"Token budget **{outcome.token_budget}**: {outcome.tokens_used} used "
+        f"({outcome.anchors} anchors, {plural(outcome.blocks, 'block')}), stopped by "
+        f"**{outcome.stop_reason}**: {STOP_WORDS[outcome.stop_reason]} "
+        f"(stop gain {outcome.stop_gain:g}){dropped}."
+    )
+
+
 def prepare_summary(result: RunResult, *, pipeline_secs: float | None = None, provenance: str = "") -> str:
     """Markdown with the run's headline figures and every warning that fired.
 
@@ -79,6 +129,13 @@ def prepare_summary(result: RunResult, *, pipeline_secs: float | None = None, pr
     note = aspect_note(result)
     if note:
         lines += ["", note]
+    lines += ["", coverage_note(result)]
+    fell = fallback_note(result)
+    if fell:
+        lines += ["", fell]
+    budget = budget_note(result)
+    if budget:
+        lines += ["", budget]
     if result.warnings:
         # Folded: a long list would push the viewer below the fold.
         shown = result.warnings[:20]

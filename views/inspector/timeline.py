@@ -1,4 +1,4 @@
-"""Timeline view: packet sizes by picture type, candidates, moved keyframes, groups, kept blocks."""
+"""Timeline view: packet sizes by type, candidates, moved keyframes, groups, unseen spans, kept blocks."""
 
 from __future__ import annotations
 
@@ -22,12 +22,16 @@ from views.figure_style import (
     style_layout,
 )
 from views.inspector.keyframe_notes import avoidance_notes, moved_off
+from views.wording import plural
 
 PICT_COLOURS: dict[str, str] = {k: COLOURS[k] for k in ("I", "P", "B", "?")}
 PICT_NAMES: dict[str, str] = {"I": "I", "P": "P", "B": "B", "?": "type unknown"}
 """Legend names of the packet bars: short, so the legend of a column-wide figure fits two rows."""
 CURSOR_NAME = "cursor"
 GROUPS_NAME = "groups"
+NEVER_OBSERVED_NAME = "never observed"
+NEVER_OBSERVED_FILL = "rgba(0, 0, 0, 0.12)"
+"""The never-observed bands: a light grey shade, under the packet bars and the group spans' tints."""
 RUG_HEIGHT = 0.95
 RUG_TICK = 0.02
 """Half a candidate tick's height, as a share of the byte axis (the rug spans RUG_HEIGHT ± it)."""
@@ -104,7 +108,10 @@ def timeline_dicts(
     Returns
     -------
     Figure with x = frame_index, in this trace order: one filled span per group (named
-    ``groups``, ``meta.group_index`` its group; the legend shows the first); one bar trace per
+    ``groups``, ``meta.group_index`` its group; the legend shows the first); when the run left
+    frames without a token, one bar trace named ``never observed`` with a full-height light band
+    per never-observed span (``meta.spans`` the spans, clipped to the range; hover: its frames and
+    seconds; see :mod:`backend.audit`); one bar trace per
     picture type (named by :data:`PICT_NAMES`) holding packet sizes, one frame wide with no gaps; a
     ``candidates`` rug of thin ticks along the top (every unique candidate frame); ``moved
     keyframes`` (from → to segments, one per keyframe avoidance moved off the candidates, see
@@ -123,6 +130,7 @@ def timeline_dicts(
     # Plain dicts (views.figure_style.FigureDicts): the app redraws this on every re-selection.
     # Traces on the secondary axis name it: y2 overlays y on the right, as make_subplots lays out.
     traces = _group_spans(result, cand, lo, hi, top=float(byte_top))  # first: the bars draw over them
+    traces += _never_observed(result, lo, hi, top=float(byte_top))
     traces += _packet_bars(sizes, frame_pict_types(result), shown, _bar_notes(result, lo, hi))
     traces += _candidates(result, cand, sizes, lo, hi, rug_y=RUG_HEIGHT * byte_top)
     kept_traces, kept_top = _kept_and_anchors(result, cand, lo, hi)
@@ -212,6 +220,48 @@ def _group_spans(
             }
         )
     return traces
+
+
+def _never_observed(result: RunResult, lo: int, hi: int, *, top: float) -> list[dict[str, Any]]:
+    """One bar trace holding a full-height band per never-observed span that reaches into [lo, hi),
+    clipped to it (none when every frame there was observed).
+
+    One trace for all spans, one bar each: the page redraws the timeline on every re-selection and
+    every SVG element costs that redraw (see :func:`_candidates`); a bar, unlike a filled path,
+    hovers with its own span's frames and seconds wherever the cursor is on it.
+    """
+    from backend.audit.cached import cached_run_audit
+
+    audit = cached_run_audit(result).coverage
+    spans, secs = audit.never_observed_spans, audit.span_secs
+    inside = (spans[:, 1] >= lo) & (spans[:, 0] < hi)
+    if not inside.any():
+        return []
+    spans, secs = spans[inside], secs[inside]
+    first, last = np.maximum(spans[:, 0], lo), np.minimum(spans[:, 1], hi - 1)
+    texts = [
+        f"never observed: {_frames_text(int(a), int(b))} ({plural(int(b - a + 1), 'frame')}, {s:.3f} s)"
+        for (a, b), s in zip(spans.tolist(), secs.tolist(), strict=True)
+    ]
+    return [
+        {
+            "type": "bar",
+            "x": (first + last) / 2.0,
+            "y": np.full(first.size, top),
+            "base": 0,
+            "width": (last - first + 1).astype(np.float64),
+            "marker": {"color": NEVER_OBSERVED_FILL, "line": {"width": 0}},
+            "name": NEVER_OBSERVED_NAME,
+            "customdata": spans,
+            "hovertext": texts,
+            "hovertemplate": "%{hovertext}<extra></extra>",
+            "meta": {"kind": "never_observed", "spans": np.stack([first, last], axis=1).tolist()},
+        }
+    ]
+
+
+def _frames_text(first: int, last: int) -> str:
+    return f"frame {first}" if first == last else f"frames {first}–{last}"
 
 
 def _bar_notes(result: RunResult, lo: int, hi: int) -> dict[int, str]:

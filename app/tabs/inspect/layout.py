@@ -184,9 +184,12 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
                 opacity = gr.Slider(0, 1, value=0.5, step=0.05, label="Heatmap opacity", elem_id="opacity")
                 colormap = gr.Dropdown(list(COLORMAPS), value="turbo", label="Colormap", elem_id="colormap")
             with gr.Accordion(
-                "Re-select live: grouping and selection options", open=False, elem_id="live_box"
+                "Re-select live: token budget, grouping and selection options", open=False, elem_id="live_box"
             ):
-                gr.Markdown("A change re-selects the open run from its cached decode (nothing decodes).")
+                gr.Markdown(
+                    "A change re-selects the open run from its cached decode (nothing decodes). "
+                    "Token budget 0 keeps the selector's own budget; `codec-lens sweep` tabulates many."
+                )
                 with gr.Row(equal_height=False):
                     live = option_controls(names=LIVE_OPTIONS, prefix="live_")
     build_export_panel(ws, shared.run_id, slider)

@@ -22,8 +22,11 @@ if TYPE_CHECKING:
     from app.workspace import Workspace
     from backend.store.runs import RunRow
 
-# The grouping and selection options: changing one re-selects from the cached decode at once.
+# The grouping and selection options and the hard token budget: changing one re-selects from the
+# cached decode at once.
 LIVE_OPTIONS = (
+    "token_budget",
+    "stop_gain",
     "grouping_mode",
     "group_size",
     "images_per_group",

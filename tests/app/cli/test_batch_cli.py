@@ -66,22 +66,24 @@ def test_every_bad_input_is_one_row_and_the_rest_is_done(bad_dataset, tmp_path: 
         locked.chmod(0o755)
     assert result.returncode == 1, result.stderr  # 1: some videos failed
     summary = json.loads(result.stdout)
-    done = {"good/a.mp4", "good/b.mp4", "bad/odd_642x362.mp4"}
+    # MPEG-4 Part 2 and AV1 have no bitcost: the batch's declared fallback (signal, then uniform) runs them.
+    done = {"good/a.mp4", "good/b.mp4", "bad/odd_642x362.mp4", "bad/mpeg4.mp4", "bad/av1.mp4"}
     failed = {
         "bad/empty.mp4": "is empty (0 bytes)",
         "bad/notes.mp4": "is named like a video, but its content is not one",
         "bad/cut.mp4": "cannot read video",
         "bad/cut_front.mp4": "file is truncated",
         "bad/audio_only.m4a": "no video stream",
-        "bad/mpeg4.mp4": "this codec has no bitcost (mpeg4)",
-        "bad/av1.mp4": "this codec has no bitcost (av1)",
         "bad/tiny_2x2.mp4": "frame size is too small",
         "locked": "cannot list folder (Permission denied)",
     }
     assert set(rows.index) == done | set(failed)
-    assert (summary["done"], summary["failed"], summary["skipped"]) == (3, 9, 0)
+    assert (summary["done"], summary["failed"], summary["skipped"]) == (5, 7, 0)
     for rel in done:
         assert rows.loc[rel, "status"] == "done" and rows.loc[rel, "tokens"] > 0
+    for rel in ("bad/mpeg4.mp4", "bad/av1.mp4"):
+        assert rows.loc[rel, "selector_requested"] == "cvp"
+        assert rows.loc[rel, "fallback_reason"] in {"no_bitcost", "flat_scores"}, rows.loc[rel]
     for rel, phrase in failed.items():
         error = rows.loc[rel, "error"]
         assert rows.loc[rel, "status"] == "failed"
@@ -94,7 +96,7 @@ def test_every_bad_input_is_one_row_and_the_rest_is_done(bad_dataset, tmp_path: 
     assert sorted(repeat["skipped_paths"]) == sorted(str(files[rel]) for rel in done)
     for rel in done:
         assert f"skipped: {files[rel]}" in again.stderr
-    assert repeat["failed"] == 9
+    assert repeat["failed"] == 7
 
 
 # Run in a fresh interpreter (the forked CLI server of conftest has the pipeline loaded already):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -78,3 +79,28 @@ def test_a_bad_heat_or_crop_is_one_line(stored, tmp_path):
         done = run_cli("export", run_id, "--out", tmp_path / "x.png", "--session-db", db, *flags)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert message in done.stderr
+
+
+def test_the_cli_writes_the_coverage_figure(stored, tmp_path):
+    from app.cli.export import PLOTS
+    from app.tabs.export_panel import FIGURES
+    from views.coverage_figure import prepare_run_coverage_figure
+    from views.export_figures import PLOTS as VIEW_PLOTS
+
+    assert PLOTS == VIEW_PLOTS == FIGURES  # the CLI, the views and the Export panel name the same figures
+    db, run_id, result = stored
+    out = tmp_path / "figs" / "g"
+    done = run_cli(
+        "export", run_id, "--out", out, "--session-db", db, "--format", "none", "--frames", "24:72",
+        "--plots", "coverage", "--plot-format", "html", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    html = out.parent / "g.coverage.html"
+    assert json.loads(done.stdout)["files"] == [str(html), str(out.parent / "g.json")]
+    # The time axes span the range: frames 24 … 71 of the 24 fps clip.
+    expected = prepare_run_coverage_figure(result, frames=(24, 72), paper=True)
+    assert tuple(expected.layout.xaxis.range) == pytest.approx((1.0, 3.0))
+    page = html.read_text().replace(" ", "")
+    ranges = {tuple(float(v) for v in m) for m in re.findall(r'"range":\[([-\d.e]+),([-\d.e]+)\]', page)}
+    assert tuple(expected.layout.xaxis.range) in ranges
+    assert '"name":"neverobserved"' in page and '"name":"stalenessmap"' in page

@@ -64,8 +64,18 @@ def test_av1_with_default_options_names_the_run_tabs_controls_and_the_cli_its_fl
     av1 = encode_clip(ws.output_root / "av1", codec="av1", width=160, height=96, frames=8, gop=4)
     defaults = option_form.selection_options([], [])
     assert (defaults.profile, defaults.score) == ("clean", "bitcost")
+    # The Run tab's default declares a fallback (signal, then uniform): the run is made, and says so.
+    runs = len(ws.store.list_runs())
+    run.start_run(ws, "", str(av1), (0, [], 0.5, "turbo"), defaults, lambda *a, **k: None)
+    made = ws.store.list_runs()
+    assert len(made) == runs + 1
+    newest = max(made, key=lambda r: r.created_at)
+    assert newest.fallback.selector_requested == "cvp"
+    assert newest.fallback.fallback_reason in {"no_bitcost", "flat_scores"}
+    # The parity profile reproduces the reference, so it falls back to nothing: the error names the fix.
+    parity = defaults.replace(profile="parity")
     with pytest.raises(gr.Error) as refused:
-        run.start_run(ws, "", str(av1), (0, [], 0.5, "turbo"), defaults, lambda *a, **k: None)
+        run.start_run(ws, "", str(av1), (0, [], 0.5, "turbo"), parity, lambda *a, **k: None)
     message = str(refused.value.message)
     assert "this codec has no bitcost (av1)" in message
     assert "set Profile to clean and Score to residual (or mv, mvres or pkt_energy)" in message

@@ -249,6 +249,22 @@ def test_export_panel_sizes_the_clip_and_ranges_the_figure(ws: Workspace, run_id
     assert '"range":[59.5,89.5]' in Path(html).read_text().replace(" ", "")
 
 
+def test_the_export_panel_writes_the_coverage_figure(ws: Workspace, run_id: str) -> None:
+    import re
+
+    from views.coverage_figure import prepare_run_coverage_figure
+
+    assert "coverage" in export_panel.FIGURES
+    (html, sidecar) = export_panel.figure_files(ws, run_id, "coverage", "html", start=60, stop=90)
+    assert Path(html).name.startswith(f"{run_id}_coverage_") and html.endswith(".coverage.html")
+    assert Path(html).parent == ws.output_root / export_panel.EXPORT_FOLDER and sidecar.endswith(".json")
+    # Its time axes span the panel's range, as the CLI's.
+    x_range = prepare_run_coverage_figure(ws.result(run_id), frames=(60, 90), paper=True).layout.xaxis.range
+    page = Path(html).read_text().replace(" ", "")
+    ranges = {tuple(float(v) for v in m) for m in re.findall(r'"range":\[([-\d.e]+),([-\d.e]+)\]', page)}
+    assert tuple(x_range) in ranges and '"name":"neverobserved"' in page
+
+
 def _no_progress(fraction: float, desc: str = "") -> None:
     pass
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers.cli import run_cli_forked
 from helpers.clips import encode_clip
+from helpers.selector_args import TINY_CLIP_ARGS
 
 from backend.audit import AuditConfig, audit_output_dir, audit_stored_run
 from backend.cvp_format import ImportConfig, import_cvp
@@ -22,24 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_cvp]
 CONFIG = AuditConfig()
 VALID = TOKEN_COLUMNS.index("valid")
 CVP_CLI = Path(sys.executable).parent / "codec-video-prep"
-# Every selector and preset, sized for a 48-frame clip (as in tests/backend/selectors).
-SELECTORS = {
-    "cvp": ["--num_sampled_frames", "24"],
-    "llava-ov2": ["--selector", "llava-ov2", "--target_canvas", "8", "--score_mode", "mvwarp"],
-    "uniform": ["--selector", "uniform", "--num_frames", "8"],
-    "onevision": [
-        "--selector",
-        "onevision",
-        "--seq_len_frames",
-        "16",
-        "--num_images",
-        "3",
-        "--square_size",
-        "192",
-    ],
-    "mage-vl": ["--preset", "mage-vl", "--num_sampled_frames", "24"],
-    "llava-ov2-release": ["--preset", "llava-ov2-release"],
-}
+SELECTORS = TINY_CLIP_ARGS
 
 
 @pytest.fixture(scope="module")

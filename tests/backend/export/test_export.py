@@ -412,7 +412,7 @@ def test_one_png_file_for_one_frame_and_a_folder_otherwise(runs, stored):
     [
         (
             {"layers": ("heatmap", "sparkles")},
-            r"Invalid layer \('sparkles'\)\. Supported values are heatmap, kept, lost",
+            r"Invalid layer \('sparkles'\)\. Supported values are heatmap, staleness, kept, lost",
         ),
         (
             {"format": "avi"},
@@ -517,11 +517,12 @@ def test_cli_exports_and_reports_bad_input_in_one_line(stored, tmp_path):
     not CHROMIUM.exists(), reason="static figure export needs /usr/bin/chromium (Debian chromium)"
 )
 def test_static_figures_export_with_the_system_chromium(runs, stored):
+    from views import coverage_figure
     from views.export_figures import prepare_export_figures
     from views.figure_style import PAPER_HEIGHT_PX, PAPER_WIDTH_PX
 
     out = stored[3]
-    figures = prepare_export_figures([("a", runs[0].result)], ["timeline"], frames=(30, 90))
+    figures = prepare_export_figures([("a", runs[0].result)], ["timeline", "coverage"], frames=(30, 90))
     config = ex.ExportConfig(
         out_path=out / "fig",
         allowed_roots=(out,),
@@ -547,6 +548,17 @@ def test_static_figures_export_with_the_system_chromium(runs, stored):
     page = html.read_text()
     # Self-contained: plotly.js is inlined, nothing is fetched from the network.
     assert "<script src=" not in page and "Plotly.newPlot" in page and len(page) > 1_000_000
+    # The coverage figure: its own paper size at 3×, and vector too (the map is rectangles).
+    png, svg, pdf = (out / f"fig.coverage.{fmt}" for fmt in ("png", "svg", "pdf"))
+    assert {png, svg, pdf, out / "fig.coverage.html"} <= set(done.files)
+    with Image.open(png) as image:
+        size = (PAPER_WIDTH_PX * scale, coverage_figure.PAPER_HEIGHT_PX * scale)
+        assert image.size == tuple(round(v) for v in size)
+        assert len(np.unique(np.asarray(image.convert("RGB")).reshape(-1, 3), axis=0)) > 20
+    text = svg.read_text()
+    assert "never observed" in text and "patch column" in text and "<image" not in text
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF-") and b"/Subtype /Image" not in data and b"/Subtype/Image" not in data
 
 
 def test_figure_export_without_chromium_says_so(runs, tmp_path):

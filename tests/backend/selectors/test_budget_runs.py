@@ -224,3 +224,23 @@ def test_the_sweep_command_refuses_bad_values_in_one_line(args, message: str, cl
 def test_the_sweep_command_refuses_an_unknown_run(tmp_path: Path) -> None:
     bad = run_cli_forked("sweep", "nosuchrun", "--session-db", tmp_path / "s.duckdb")
     assert bad.returncode == 2 and "no run with id 'nosuchrun'" in bad.stderr
+
+
+def test_a_selector_comparison_sets_a_budget_beside_the_selectors_own(clips, tmp_path: Path) -> None:
+    from backend.compare import compare_selectors, load_comparison, parse_entries
+
+    small = "seq_len_frames=16,num_images=3,square_size=192"
+    text = "llava-ov2[target_canvas=8],llava-ov2[target_canvas=8,token_budget=1200],"
+    text += f"onevision[{small},token_budget=900]"
+    entries = parse_entries(text)
+    with SessionStore(tmp_path / "s.duckdb") as store:
+        done = compare_selectors(clips["moving"], store, entries=entries)
+        stored = load_comparison(store, done.comparison_id)
+        assert stored.labels == [e.label for e in entries]
+        rows = store.query(
+            "SELECT run_id, token_budget, tokens_used FROM runs WHERE run_id IN (?, ?, ?)",
+            list(stored.run_ids),
+        ).set_index("run_id")
+        own, capped, onevision = (rows.loc[r] for r in stored.run_ids)
+        assert own.isna().all() and int(capped.token_budget) == 1200 and int(onevision.token_budget) == 900
+        assert int(capped.tokens_used) <= 1200 and int(onevision.tokens_used) <= 900

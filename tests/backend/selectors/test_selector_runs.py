@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from helpers.cli import run_cli_forked
 from helpers.clips import encode_clip
+from helpers.selector_args import TINY_CLIP_ARGS
 
 from backend.compare import compare_selectors, load_comparison, parse_entries
 from backend.compare.selectors import coverage, kept_mask_into, masks_on, picture_grid, picture_masks
@@ -32,25 +33,7 @@ def tiny_clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {c: encode_clip(folder / c, codec=c, **shape) for c in CODECS}
 
 
-# Each command's selector options; AV1 has no bitcost, so cvp (and its presets) take a signal there.
-COMMANDS = {
-    "cvp": ["--num_sampled_frames", "24"],
-    "llava-ov2": ["--selector", "llava-ov2", "--target_canvas", "8", "--score_mode", "mvwarp"],
-    "uniform": ["--selector", "uniform", "--num_frames", "8"],
-    # A 192-pixel square: the 320×192 frames become 192×115, letterboxed with bars above and below.
-    "onevision": [
-        "--selector",
-        "onevision",
-        "--seq_len_frames",
-        "16",
-        "--num_images",
-        "3",
-        "--square_size",
-        "192",
-    ],
-    "mage-vl": ["--preset", "mage-vl", "--num_sampled_frames", "24"],
-    "llava-ov2-release": ["--preset", "llava-ov2-release"],
-}
+COMMANDS = TINY_CLIP_ARGS
 
 
 @pytest.mark.parametrize("codec", CODECS)

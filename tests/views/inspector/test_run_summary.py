@@ -98,3 +98,20 @@ def test_the_heat_legend_gives_the_raw_signal_its_unit(av1_run):
     assert f"<span>{top} {unit} = the run's highest cell</span>" in legend.replace("&#x27;", "'")
     frame = prepare_heat_legend(av1_run, LayerOptions(heatmap=True, heat="cell", scale="frame"))
     assert f"signal per cell ({unit})" in frame
+
+
+def test_a_budgeted_run_says_what_its_budget_bought() -> None:
+    from backend.audit.sweep import budgeted_result
+
+    result = synthetic_run(frames=150, groups=3)
+    assert run_summary.budget_note(result) == "" and "Token budget" not in run_summary.prepare_summary(result)
+    two = budgeted_result(result, 2 * 64 + 3, 0.05)  # two anchors of 64 tokens, no room for a block
+    assert run_summary.budget_note(two) == (
+        "Token budget **131**: 128 used (2 anchors, 0 blocks), stopped by **budget**: the next item did "
+        "not fit (stop gain 0.05); 1 group without room for its anchor."
+    )
+    every = budgeted_result(result, 10**6, 0.0)
+    assert (
+        "stopped by **video_end**: every block that fits was kept (stop gain 0)."
+        in run_summary.prepare_summary(every)
+    )
