@@ -18,18 +18,18 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # helpers.clips: the suite's encoder of RGB frames
 
 import av  # noqa: E402
+from helpers.clips import encode_frames  # noqa: E402
 
 from backend.selectors import options_for, select  # noqa: E402
-from native import encode_frame  # noqa: E402
 
 SELECTORS = ("cvp", "llava-ov2", "onevision")
 UNLIMITED = 10**8
@@ -44,17 +44,8 @@ def _frame(video: Path, index: int) -> np.ndarray:
 
 
 def _encode(path: Path, frames: list[np.ndarray]) -> Path:
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=25, options={"crf": "23", "g": "50", "bf": "2"})
-        stream.height, stream.width = frames[0].shape[:2]
-        stream.pix_fmt = "yuv420p"
-        stream.codec_context.time_base = Fraction(1, 25)
-        for i, rgb in enumerate(frames):
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            frame.pts = i
-            encode_frame(container, stream, frame)
-        encode_frame(container, stream, None)
-    return path
+    options = {"crf": "23", "g": "50", "bf": "2"}
+    return encode_frames(path, frames, encoder="libx264", options=options, fps=25)
 
 
 def make_still_clips(source: Path, folder: Path) -> list[Path]:

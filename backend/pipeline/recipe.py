@@ -121,6 +121,9 @@ class RunResult:
     timings_secs: dict[str, float]
     fallback: FallbackOutcome | None = None
     """Set by backend.selectors.fallback.select_with_fallback: what was asked for and what ran."""
+    derived: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, compare=False, repr=False)
+    """Figures worked out from this run once and kept with it (backend.audit.cached). Not an
+    init field, so ``dataclasses.replace`` (another selection, other canvases) starts empty."""
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,12 @@ def test_metric_cursor_follows_and_a_plot_click_jumps_the_panes(page) -> None:
         timeout=15_000,
     )
     page.locator("#cmp_metrics").scroll_into_view_if_needed()
+    # The metric plots come with the load's outputs; on a loaded machine they draw after the panes.
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('#cmp_metrics .js-plotly-plot');"
+        " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
+        timeout=30_000,
+    )
     point = page.evaluate(
         """() => {
           const gd = document.querySelector('#cmp_metrics .js-plotly-plot');

@@ -135,3 +135,38 @@ def test_the_staleness_layer_toggles_with_its_colour_bar_and_frames_step(
     page.wait_for_function(
         "() => !document.querySelector('#heat_legend').innerText.includes('Staleness')", timeout=30_000
     )
+
+
+def test_the_coverage_panel_sweeps_the_open_runs_budgets(page: Any, app: dict[str, Any]) -> None:
+    panel = page.locator("#coverage_panel")
+    panel.scroll_into_view_if_needed()
+    panel.get_by_text("Coverage and budget sweep").first.click()
+    page.locator("#coverage_btn").click()
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('#coverage_plot .js-plotly-plot');"
+        " return gd && gd._fullData && gd._fullData.some((t) => t.name === 'coverage'); }",
+        timeout=30_000,
+    )
+    box = page.locator("#sweep_budgets textarea, #sweep_budgets input").first
+    box.fill("1000, 3000, 6000")
+    page.locator("#sweep_btn").click()
+    page.wait_for_function(
+        "() => document.querySelector('#sweep_status').innerText.includes('at 3 budgets')", timeout=60_000
+    )
+    cells = """() => [...document.querySelectorAll('#sweep_table [role=row]')].slice(1).map((r) =>
+      [...r.querySelectorAll('[role=gridcell]')].map((c) => c.innerText.trim()))"""
+    page.wait_for_function(f"() => ({cells})().length === 4", timeout=30_000)
+    rows = page.evaluate(cells)
+    assert rows[0][0] == "1000" and int(rows[0][1]) <= 1000 and rows[3][0] == "own", rows
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('#sweep_plot .js-plotly-plot');"
+        " return gd && gd._fullData"
+        " && gd._fullData.filter((t) => t.mode === 'lines+markers').length === 4; }",
+        timeout=30_000,
+    )
+    page.locator("#coverage_panel").screenshot(path=str(ARTIFACTS / "coverage_panel.png"))
+    # A budget below one anchor frame: one line, the table left as it was.
+    box.fill("10")
+    page.locator("#sweep_btn").click()
+    page.get_by_text("Invalid token budget (10)").first.wait_for(timeout=30_000)
+    assert page.evaluate(cells) == rows

@@ -269,8 +269,10 @@ def test_av1_refused_in_a_worker_names_the_run_tabs_controls(tmp_path: Path) -> 
     av1 = encode_clip(ws.output_root / "av1", codec="av1", width=160, height=96, frames=8, gop=4)
     try:
         start_pool(ws)
+        # The parity profile declares no fallback (the Run tab's default would run a signal instead).
+        parity = SelectionOptions(profile="parity")
         with pytest.raises(gr.Error) as refused:
-            run.start_run(ws, "", str(av1), (0, [], 0.5, "turbo"), SelectionOptions(), lambda *a, **k: None)
+            run.start_run(ws, "", str(av1), (0, [], 0.5, "turbo"), parity, lambda *a, **k: None)
         message = str(refused.value.message)
         assert "set Profile to clean and Score to residual" in message and "--profile" not in message
     finally:

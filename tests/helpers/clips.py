@@ -176,6 +176,32 @@ def encode_clip(
     return path
 
 
+def encode_frames(
+    path: Path | str,
+    frames: list[np.ndarray],
+    *,
+    encoder: str,
+    options: dict[str, str],
+    container_format: str | None = None,
+    fps: int = 30,
+) -> Path:
+    """Encode RGB frames (H×W×3 uint8, one size) with ``encoder`` at ``fps``, pts = frame index;
+    ``container_format`` None lets the suffix of ``path`` choose."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w", format=container_format) as container:
+        stream = container.add_stream(encoder, rate=fps, options=options)
+        stream.height, stream.width = frames[0].shape[:2]
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.time_base = Fraction(1, fps)
+        for i, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+            frame.pts = i
+            encode_frame(container, stream, frame)
+        encode_frame(container, stream, None)
+    return path
+
+
 def _encode_audio_only(path: Path, *, seconds: float = 1.0, rate: int = 48000) -> Path:
     """An AAC tone in an .m4a (MP4) container: a valid media file with no video stream."""
     samples_per_frame = 1024  # AAC's fixed frame size

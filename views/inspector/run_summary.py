@@ -126,10 +126,12 @@ def prepare_summary(result: RunResult, *, pipeline_secs: float | None = None, pr
         f"{int(result.canvases.tokens[:, 7].sum())} valid tokens of {result.canvases.tokens.shape[0]}; "
         f"pipeline {total:.2f} s{reopen}",
     ]
+    # The coverage line ends the headline paragraph (a hard break, no paragraph gap): at
+    # 1600×1000 the viewer's slider must stay on screen under the summary.
+    lines[-1] += "  \n" + coverage_note(result)
     note = aspect_note(result)
     if note:
         lines += ["", note]
-    lines += ["", coverage_note(result)]
     fell = fallback_note(result)
     if fell:
         lines += ["", fell]

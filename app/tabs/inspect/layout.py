@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import gradio as gr
 
 from app.tabs.export_panel import build_export_panel
+from app.tabs.inspect.coverage_panel import build_coverage_panel
 from app.tabs.inspect.fragments import TOOLS_HTML, frame_html, groups_table_html, info_html, key_map_html
 from app.tabs.inspect.live import LIVE_OPTIONS
 from app.tabs.inspect.routes import DEFAULT_HEAT
@@ -193,6 +194,7 @@ def build_inspect_tab(ws: Workspace, shared: SharedControls) -> InspectTab:
                 with gr.Row(equal_height=False):
                     live = option_controls(names=LIVE_OPTIONS, prefix="live_")
     build_export_panel(ws, shared.run_id, slider)
+    build_coverage_panel(ws, shared.run_id)
     signal_plot = gr.Plot(elem_id="signal_plots", label="Per-frame signals (click to jump)")
     plot = gr.Plot(elem_id="timeline", label="Timeline (click anywhere to jump)")
     with gr.Row():

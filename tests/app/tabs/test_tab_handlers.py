@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -391,3 +392,31 @@ def test_no_event_fires_on_the_page_load_and_on_a_change(ws: Workspace, run_id: 
     finally:
         demo.close()
         stop_pool(ws)
+
+
+def test_the_coverage_panel_draws_the_open_runs_coverage_and_sweeps_its_budgets(
+    ws: Workspace, run_id: str
+) -> None:
+    from app.tabs.inspect import coverage_panel as cp
+    from backend.audit import AuditConfig, audit_coverage, audit_source_of_run
+
+    fig = cp.coverage_figure(ws, run_id)
+    audit = audit_coverage(audit_source_of_run(ws.result(run_id)), config=AuditConfig())
+    drawn = next(t for t in fig.data if t.name == "coverage")
+    assert len(drawn.y) >= audit.frames and max(drawn.y) == pytest.approx(audit.frame_coverage.max())
+    plot, rows, status = cp.sweep(ws, run_id, "8000, 2000,4000")
+    assert [r[0] for r in rows] == [2000, 4000, 8000, "own"]
+    tokens = dict(zip(cp.SWEEP_COLUMNS, zip(*rows, strict=True), strict=True))["tokens"]
+    assert all(t <= b for t, b in zip(tokens[:3], (2000, 4000, 8000), strict=True))
+    observed = [r[cp.SWEEP_COLUMNS.index("observed_frames")] for r in rows[:3]]
+    assert observed == sorted(observed) and status == f"Swept run {run_id} at 3 budgets."
+    assert len([t for t in plot.data if t.mode == "lines+markers"]) == 4
+    for bad, said in (
+        ("0,100", "Invalid budgets (0,100)"),
+        ("lots", "Invalid budgets (lots)"),
+        ("10", "at least"),
+    ):
+        with pytest.raises(gr.Error, match=re.escape(said)):
+            cp.sweep(ws, run_id, bad)
+    with pytest.raises(gr.Error, match="No run is open"):
+        cp.sweep(ws, "", "2000")

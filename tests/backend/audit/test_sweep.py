@@ -100,3 +100,18 @@ def test_the_figure_has_four_panels_and_marks_the_own_run(sweep) -> None:
     blind = dataclasses.replace(sweep, own=dataclasses.replace(sweep.own, kept_score_fraction=None))
     assert sum(t.mode == "markers" for t in prepare_sweep_figure(blind).data) == len(PANELS) - 1
     assert np.isfinite(lines[1].y).all()
+
+
+def test_a_runs_shared_audit_is_kept_with_it_and_not_with_a_re_budgeted_copy(run) -> None:
+    from backend.audit import cached_run_audit
+
+    fresh = dataclasses.replace(run)  # its own derived figures, empty
+    first = cached_run_audit(fresh)
+    assert cached_run_audit(fresh) is first and fresh.derived == {"run_audit": first}
+    assert (
+        first.coverage.observed_frames
+        == audit_coverage(audit_source_of_run(run), config=AUDIT).observed_frames
+    )
+    smaller = budgeted_result(fresh, 200, 0.0)
+    assert smaller.derived == {}
+    assert cached_run_audit(smaller).coverage.observed_frames < first.coverage.observed_frames

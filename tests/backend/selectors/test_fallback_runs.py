@@ -4,19 +4,18 @@ stored runs, the CLI, and a batch over a mixed folder that completes every video
 from __future__ import annotations
 
 import json
-from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
 from helpers.cli import run_cli_forked
+from helpers.clips import encode_frames
 
 from backend.runs import open_run, select_and_store
 from backend.selectors import options_for
 from backend.selectors.fallback import FallbackConfig, select_with_fallback
 from backend.store import SessionStore, read_summary_parquet
-from native import encode_frame
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_cvp]
 
@@ -48,19 +47,9 @@ def _film_frames(count: int) -> list[np.ndarray]:
 
 def _encode(path: Path, frames: list[np.ndarray], codec: str) -> Path:
     encoder, container_format, suffix, options = ENCODERS[codec]
-    path = path.with_suffix(suffix)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w", format=container_format) as container:
-        stream = container.add_stream(encoder, rate=30, options=options)
-        stream.height, stream.width = frames[0].shape[:2]
-        stream.pix_fmt = "yuv420p"
-        stream.codec_context.time_base = Fraction(1, 30)
-        for i, rgb in enumerate(frames):
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            frame.pts = i
-            encode_frame(container, stream, frame)
-        encode_frame(container, stream, None)
-    return path
+    return encode_frames(
+        path.with_suffix(suffix), frames, encoder=encoder, options=options, container_format=container_format
+    )
 
 
 @pytest.fixture(scope="module")

@@ -106,7 +106,7 @@ def test_the_summary_says_what_the_run_showed(sparse):
     )
 
 
-def test_the_coverage_line_sits_after_the_aspect_note_and_before_the_budget_note(sparse):
+def test_the_coverage_line_ends_the_headline_before_the_aspect_and_budget_notes(sparse):
     outcome = BudgetOutcome(
         token_budget=1000,
         tokens_used=960,
@@ -122,10 +122,11 @@ def test_the_coverage_line_sits_after_the_aspect_note_and_before_the_budget_note
     )
     text = run_summary.prepare_summary(anamorphic)
     paragraphs = text.split("\n\n")
-    at = [i for i, p in enumerate(paragraphs) if p.startswith("Coverage: ")]
-    assert len(at) == 1
-    assert paragraphs[at[0] - 1].startswith("Anamorphic:")
-    assert paragraphs[at[0] + 1].startswith("Token budget **1000**")
+    # A hard break inside the headline paragraph: no paragraph gap above the viewer.
+    at = [i for i, p in enumerate(paragraphs) if "  \nCoverage: " in p]
+    assert len(at) == 1 and paragraphs[at[0]].startswith("Profile ")
+    assert paragraphs[at[0] + 1].startswith("Anamorphic:")
+    assert paragraphs[at[0] + 2].startswith("Token budget **1000**")
 
 
 # --------------------------------------------------------------------------- staleness layer

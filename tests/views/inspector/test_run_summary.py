@@ -46,7 +46,7 @@ def test_signal_plots_have_four_rows_and_a_cursor(result):
 def test_summary_words_plurals_and_times(result):
     text = run_summary.prepare_summary(result, pipeline_secs=3.97, provenance="computed at 10:00:00 UTC")
     assert "pipeline 3.97 s (computed at 10:00:00 UTC)" in text
-    assert "pipeline 3.97 s\n" in run_summary.prepare_summary(result, pipeline_secs=3.97) + "\n"
+    assert "pipeline 3.97 s  \nCoverage: " in run_summary.prepare_summary(result, pipeline_secs=3.97)
     assert plural(1, "warning") == "1 warning" and plural(2, "canvas", "canvases") == "2 canvases"
     assert run_summary.aspect_note(result) == ""  # square pixels
 
@@ -115,3 +115,22 @@ def test_a_budgeted_run_says_what_its_budget_bought() -> None:
         "stopped by **video_end**: every block that fits was kept (stop gain 0)."
         in run_summary.prepare_summary(every)
     )
+
+
+def test_a_fallback_run_says_what_was_asked_for_and_why() -> None:
+    import dataclasses
+
+    from backend.records import FallbackOutcome
+
+    result = synthetic_run(frames=60, groups=2)
+    assert run_summary.fallback_note(result) == ""
+    asked = dataclasses.replace(result, fallback=FallbackOutcome("cvp", "cvp", None))
+    assert run_summary.fallback_note(asked) == ""  # what was asked for ran
+    fell = dataclasses.replace(
+        result, fallback=FallbackOutcome("cvp", "uniform", "flat_scores", "inter frames carry 0.30% <of> it")
+    )
+    assert run_summary.fallback_note(fell) == (
+        "**Fallback**: asked for **cvp**, ran **uniform** "
+        "(flat_scores: inter frames carry 0.30% &lt;of&gt; it)."
+    )
+    assert run_summary.fallback_note(fell) in run_summary.prepare_summary(fell)
