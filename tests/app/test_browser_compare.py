@@ -258,6 +258,12 @@ def test_a_reload_brings_the_open_comparison_back(page) -> None:
         "() => document.querySelector('#cmp_info_0').innerText.includes(' · frame 1 · ')", timeout=15_000
     )
     page.locator("#cmp_metrics").scroll_into_view_if_needed()
+    # The metric plots come with the load's outputs; on a loaded machine they draw after the panes.
+    page.wait_for_function(
+        "() => { const gd = document.querySelector('#cmp_metrics .js-plotly-plot');"
+        " return gd && gd._fullLayout && gd._fullLayout.xaxis; }",
+        timeout=30_000,
+    )
     point = page.evaluate(
         """() => {
           const gd = document.querySelector('#cmp_metrics .js-plotly-plot');
