@@ -15,6 +15,7 @@ from backend.pipeline.recipe import ProgressCallback, RunResult, SelectorOptions
 from backend.records import FallbackOutcome, VideoInfo
 from backend.selectors import options_for, select, selector_of
 from backend.stages.decode import OptionFixError
+from backend.stages.probe import ProbeConfig, probe
 
 FALLBACK_MODES = ("none", "uniform", "signal")
 DEFAULT_SIGNAL = "mvres"
@@ -78,6 +79,15 @@ def bad_frame_share(result: RunResult) -> float:
     return float(1.0 - good.mean()) if good.size else 0.0
 
 
+def flat_packets(info: VideoInfo, config: FallbackConfig) -> str | None:
+    """The ``flat_scores`` detail when the packets alone (a probe, no decode) show too little
+    between keyframes to rank (:func:`inter_byte_ratio`), else None."""
+    ratio = inter_byte_ratio(info)
+    if ratio >= config.min_inter_byte_ratio:
+        return None
+    return f"inter frames carry {ratio:.2%} of a keyframe's bytes (below {config.min_inter_byte_ratio:.2%})"
+
+
 def untrusted(result: RunResult, config: FallbackConfig) -> tuple[str, str] | None:
     """``(reason, detail)`` when ``result``'s scores are not to be trusted, else None."""
     share = bad_frame_share(result)
@@ -86,13 +96,11 @@ def untrusted(result: RunResult, config: FallbackConfig) -> tuple[str, str] | No
             "damaged_stream",
             f"{share:.0%} of the candidate frames are bad (above {config.max_bad_frame_share:.0%})",
         )
-    ratio = inter_byte_ratio(result.info)
-    scored = result.scores.block_scores.size and float(np.abs(result.scores.block_scores).sum()) > 0
-    if ratio < config.min_inter_byte_ratio or not scored:
-        said = (
-            f"inter frames carry {ratio:.2%} of a keyframe's bytes (below {config.min_inter_byte_ratio:.2%})"
-        )
-        return "flat_scores", said if scored else "every block score is 0"
+    flat = flat_packets(result.info, config)
+    if flat is not None:
+        return "flat_scores", flat
+    if not (result.scores.block_scores.size and float(np.abs(result.scores.block_scores).sum()) > 0):
+        return "flat_scores", "every block score is 0"
     return None
 
 
@@ -148,6 +156,14 @@ def select_with_fallback(
     if config.mode == "none" or selector_of(options) == "uniform":
         result = select(video, options=options, on_progress=on_progress, **resume)
         return dataclasses.replace(result, fallback=FallbackOutcome(requested, requested, None))
+    # Flat packets are known from the probe: decode once, for the uniform frames only.
+    info = resume.get("info") or probe(video, config=ProbeConfig(profile="clean"))
+    flat = flat_packets(info, config)
+    if flat is not None:
+        result = select(video, options=_uniform_like(options), on_progress=on_progress)
+        return dataclasses.replace(
+            result, fallback=FallbackOutcome(requested, "uniform", "flat_scores", flat)
+        )
     try:
         result = select(video, options=options, on_progress=on_progress, **resume)
         reason = None
@@ -176,6 +192,7 @@ __all__ = [
     "FallbackConfig",
     "bad_frame_share",
     "default_fallback",
+    "flat_packets",
     "inter_byte_ratio",
     "select_with_fallback",
     "untrusted",
